@@ -1,0 +1,113 @@
+"""The grader as a library: ``grade(assignment, submission) -> GradeReport``.
+
+The CLI, batch grading and remote workers all call :func:`grade`; its signature holds
+the defaults. Where a submission is loaded: :mod:`grader.ingest`; where it runs:
+:mod:`grader.sandbox`; where it is scored: :mod:`grader.runner` and :mod:`grader.scoring`;
+where the report is written: :meth:`grader.report.GradeReport.write_json`.
+"""
+
+from __future__ import annotations
+
+import time
+from importlib import metadata
+from pathlib import Path
+
+import torch
+
+from grader import scoring
+from grader.assignment import Assignment
+from grader.ingest import Program, Ungradable, load_submission
+from grader.plugin import Outcome
+from grader.report import GradeReport, Status, TestResult
+from grader.runner import SANDBOX_LAYERS, SuiteError, run_in_fork, run_suite
+from grader.sandbox.limits import Limits
+
+DEFAULT_TOTAL_TIMEOUT_S = 900.0
+
+
+def grader_version() -> str:
+    try:
+        return metadata.version("transformer-grader")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def resolve_device(device: str) -> str:
+    """``auto`` means CUDA when available. Checked via NVML, so forks stay CUDA-clean."""
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("--device cuda was asked for, but CUDA is not available here")
+    if device not in ("cpu", "cuda"):
+        raise ValueError(f"unknown device {device!r}: use auto, cpu or cuda")
+    return device
+
+
+def grade(
+    assignment: Assignment | str | Path,
+    submission: str | Path | None = None,
+    *,
+    device: str = "auto",
+    limits: Limits = Limits(),
+    total_timeout_s: float = DEFAULT_TOTAL_TIMEOUT_S,
+) -> GradeReport:
+    """Grade one submission (default: the student's working copy in the assignment)."""
+    started = time.monotonic()
+    if not isinstance(assignment, Assignment):
+        assignment = Assignment.load(assignment)
+    path = Path(submission) if submission is not None else assignment.working_copy()
+    device = resolve_device(device)
+    _ = assignment.hidden_suite  # fail before any work if there is none
+
+    error = None
+    program: Program | None = None
+    try:
+        program = load_submission(path)
+    except Ungradable as exc:
+        error = str(exc)
+    except OSError as exc:
+        error = f"the file cannot be read: {exc.strerror or exc}"
+
+    status = Status.GRADED if program else Status.UNGRADABLE
+    try:
+        result = run_in_fork(lambda: run_suite(assignment, program, limits, device), total_timeout_s)
+    except SuiteError as exc:
+        status, error = Status.GRADER_ERROR, str(exc)
+        result = {"tests": [], "notes": [], "output": ""}
+    return build_report(assignment, str(submission if submission is not None else path), status, error,
+                        result, device, time.monotonic() - started)
+
+
+def build_report(
+    assignment: Assignment, submission: str, status: str, error: str | None, result: dict, device: str, duration_s: float
+) -> GradeReport:
+    tests = []
+    for test in result["tests"]:
+        if test.get("outcome") == Outcome.SKIPPED:
+            continue
+        outcome = test.get("outcome") or Outcome.ERROR
+        passed = outcome == Outcome.PASSED
+        message = test.get("message") or ("" if passed else f"not run: {error}" if error else "not run")
+        tests.append((test["part"], TestResult(
+            name=test["name"], outcome=outcome, message=message, hint=test.get("hint"),
+            score=float(test["points"]) if passed else 0.0, max_score=float(test["points"]),
+        )))
+    parts = scoring.score_parts(assignment.parts, tests)
+    if status != Status.GRADED:
+        for part in parts:
+            part.hint = error
+    return GradeReport(
+        assignment=assignment.id,
+        submission=submission,
+        status=status,
+        error=error,
+        score=sum(part.score for part in parts),
+        max_score=sum(part.max_score for part in parts),
+        device=device,
+        duration_s=round(duration_s, 3),
+        grader_version=grader_version(),
+        parts=parts,
+        notes=list(result["notes"]),
+        output=result["output"],
+        sandbox=list(SANDBOX_LAYERS) if status == Status.GRADED else [],
+    )

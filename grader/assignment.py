@@ -1,0 +1,64 @@
+"""An assignment: its handout directory, its contract parts and where its hidden suite is.
+
+``assignments/NN/assignment.toml`` is the single definition of an assignment's parts; the
+stub module, the notebook, the public tests and the hidden suite are checked against it.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+import reference
+
+HIDDEN_SUITES = reference.PACKAGE_DIR / "hidden"
+
+
+class AssignmentError(Exception):
+    """The assignment cannot be used: the message says what to do."""
+
+
+@dataclass(frozen=True)
+class Assignment:
+    id: str
+    title: str
+    directory: Path
+    module: str  # the stub module the student edits, e.g. "mha.py"
+    notebook: str  # the same stubs as a notebook, generated from the module
+    parts: tuple[str, ...]
+
+    @classmethod
+    def load(cls, directory: str | Path) -> Assignment:
+        directory = Path(directory)
+        spec_path = directory / "assignment.toml"
+        if not spec_path.is_file():
+            raise AssignmentError(f"{directory} is not an assignment: it has no assignment.toml "
+                                  "(expected a directory such as assignments/03)")
+        try:
+            spec = tomllib.loads(spec_path.read_text(encoding="utf-8"))
+            return cls(str(spec["id"]), spec["title"], directory, spec["module"], spec["notebook"], tuple(spec["parts"]))
+        except (tomllib.TOMLDecodeError, KeyError, TypeError) as exc:
+            raise AssignmentError(f"{spec_path} is malformed: {exc}") from None
+
+    @property
+    def module_path(self) -> Path:
+        return self.directory / self.module
+
+    @property
+    def notebook_path(self) -> Path:
+        return self.directory / self.notebook
+
+    @property
+    def hidden_suite(self) -> Path:
+        suite = HIDDEN_SUITES / f"a{self.id}"
+        if not suite.is_dir():
+            raise AssignmentError(f"no hidden suite for assignment {self.id} (looked in {suite})")
+        return suite
+
+    def working_copy(self) -> Path:
+        """The student's copy to grade: the notebook if it was edited after the module."""
+        module, notebook = self.module_path, self.notebook_path
+        if notebook.is_file() and (not module.is_file() or notebook.stat().st_mtime > module.stat().st_mtime + 1):
+            return notebook
+        return module

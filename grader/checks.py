@@ -1,0 +1,136 @@
+"""Checks for hidden suites: compare the student's values with the reference, name mistakes.
+
+A failing check raises :class:`CheckFailed` with a message written for the student (shape,
+dtype, got/expected, the largest error) and, when the student's value matches what a known
+mistake would produce, a ``hint`` that names it. Messages never quote test source.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+
+from grader.sandbox.session import StudentException
+
+Mistakes = Mapping[str, "torch.Tensor | Callable[[], torch.Tensor]"]
+
+
+class CheckFailed(AssertionError):
+    def __init__(self, message: str, hint: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+
+def expect_tensor(
+    what: str,
+    got: Any,
+    *,
+    shape: tuple[int, ...] | torch.Size | None = None,
+    dtype: torch.dtype | None = None,
+    device: torch.device | str | None = None,
+    hint: str | None = None,
+) -> torch.Tensor:
+    """``got`` is a tensor with this shape, dtype and device type; returns it."""
+    if not isinstance(got, torch.Tensor):
+        raise CheckFailed(f"{what}: expected a tensor, got {_kind(got)}", hint)
+    if shape is not None and tuple(got.shape) != tuple(shape):
+        raise CheckFailed(f"{what}: wrong shape: got {tuple(got.shape)}, expected {tuple(shape)}", hint)
+    if dtype is not None and got.dtype != dtype:
+        raise CheckFailed(f"{what}: wrong dtype: got {_name(got.dtype)}, expected {_name(dtype)}", hint)
+    if device is not None and got.device.type != torch.device(device).type:
+        raise CheckFailed(f"{what}: on the wrong device: got {got.device}, expected {torch.device(device)} "
+                          "(create tensors on the input's device, never a fixed one)", hint)
+    return got
+
+
+def expect_close(
+    what: str,
+    got: Any,
+    want: torch.Tensor,
+    *,
+    atol: float,
+    rtol: float = 0.0,
+    mistakes: Mistakes | None = None,
+) -> None:
+    """``got`` equals ``want`` within ``atol + rtol * |want|``; else name the nearest mistake."""
+    mistakes = mistakes or {}
+    if isinstance(got, torch.Tensor) and tuple(got.shape) != tuple(want.shape):
+        hint = _matching_mistake(got, mistakes, atol, rtol)
+        expect_tensor(what, got, shape=want.shape, hint=hint)
+    expect_tensor(what, got, shape=want.shape, dtype=want.dtype, device=want.device)
+    if _close(got, want, atol, rtol):
+        return
+    raise CheckFailed(f"{what}: {describe_difference(got, want)} (tolerance atol={atol:g}, rtol={rtol:g})",
+                      _matching_mistake(got, mistakes, atol, rtol))
+
+
+def expect_equal(what: str, got: Any, want: torch.Tensor, *, mistakes: Mistakes | None = None) -> None:
+    """Exact equality, for integer and boolean results."""
+    expect_close(what, got, want, atol=0.0, rtol=0.0, mistakes=mistakes)
+
+
+def expect_raises(exc_type: type[BaseException], what: str, call: Callable[[], Any]) -> None:
+    """``call()`` makes the student's code raise ``exc_type`` (by name, across the boundary)."""
+    name = exc_type.__name__
+    try:
+        call()
+    except StudentException as exc:
+        if exc.type_name == name:
+            return
+        if exc.type_name == "NotImplementedError":
+            raise
+        hint = "raise ValueError with a message; a bare assert is not an argument check" \
+            if exc.type_name == "AssertionError" and name == "ValueError" else None
+        raise CheckFailed(f"{what}: expected {name}, but your code raised {exc.type_name}: {exc.message}", hint) from None
+    raise CheckFailed(f"{what}: expected {name}, but nothing was raised")
+
+
+def describe_difference(got: torch.Tensor, want: torch.Tensor) -> str:
+    got64, want64 = got.detach().double().cpu(), want.detach().double().cpu()
+    bad_got, bad_want = ~torch.isfinite(got64), ~torch.isfinite(want64)
+    if (bad_got & ~bad_want).any():
+        index = _first(bad_got & ~bad_want)
+        return (f"your values contain {_value(got64[index])} where the reference is finite "
+                f"(first at index {index}: expected {_value(want64[index])})")
+    error = (got64 - want64).abs().nan_to_num(nan=0.0, posinf=0.0)
+    error = torch.where(bad_want & (got64 != want64), torch.full_like(error, float("inf")), error)
+    index = tuple(int(i) for i in torch.unravel_index(error.argmax(), error.shape)) if error.dim() else ()
+    return (f"values differ from the reference: max abs error {_value(error[index])} at index {list(index)} "
+            f"(got {_value(got64[index])}, expected {_value(want64[index])})")
+
+
+def _matching_mistake(got: torch.Tensor, mistakes: Mistakes, atol: float, rtol: float) -> str | None:
+    for hint, candidate in mistakes.items():
+        value = candidate() if callable(candidate) else candidate
+        if (isinstance(value, torch.Tensor) and tuple(value.shape) == tuple(got.shape)
+                and _close(got, value, atol, rtol)):
+            return hint
+    return None
+
+
+def _close(got: torch.Tensor, want: torch.Tensor, atol: float, rtol: float) -> bool:
+    got64, want64 = got.detach().double().cpu(), want.detach().double().cpu()
+    return bool(torch.allclose(got64, want64, atol=atol, rtol=rtol, equal_nan=True))
+
+
+def _first(mask: torch.Tensor) -> tuple[int, ...]:
+    return tuple(int(i) for i in mask.nonzero()[0])
+
+
+def _value(x: torch.Tensor) -> str:
+    return f"{float(x):.6g}"
+
+
+def _name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, tuple):
+        return f"a tuple of {len(value)}"
+    if value is None:
+        return "None (did you forget to return?)"
+    return getattr(value, "type_name", type(value).__name__)

@@ -1,0 +1,96 @@
+"""``grade``: the command line. It parses arguments and calls the library; nothing more.
+
+    grade assignments/03                           # grade your working copy
+    grade assignments/03 --submission hw.ipynb --json report.json
+    grade notebook assignments/03 [--check]        # regenerate the handout notebook
+
+Exit status: 0 when grading ran, whatever the score; 1 when the grader failed; 2 for bad
+arguments (unknown assignment, missing file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+EXIT_OK, EXIT_GRADER_ERROR, EXIT_USAGE = 0, 1, 2
+
+
+def _grade_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="grade", description="Grade a submission of a Transformer course assignment.",
+                                     epilog="Other commands: grade notebook ASSIGNMENT [--check]")
+    parser.add_argument("assignment", type=Path, help="the assignment directory, e.g. assignments/03")
+    parser.add_argument("--submission", type=Path, help=".py or .ipynb to grade (default: your working copy)")
+    parser.add_argument("--json", type=Path, metavar="FILE", help="write the JSON report here")
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
+                        help="where to run (auto: CUDA when available)")
+    parser.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
+                        help="time limit per call into your code and per notebook cell (default 10)")
+    parser.add_argument("--memory", type=float, default=4.0, metavar="GIB", help="memory limit of your code (default 4)")
+    parser.add_argument("--quiet", "-q", action="store_true", help="print nothing; use with --json")
+    parser.add_argument("--verbose", "-v", action="store_true", help="also show every failing test and your output")
+    return parser
+
+
+def _notebook_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="grade notebook", description="Generate the handout notebook from the stub module.")
+    parser.add_argument("assignment", type=Path)
+    parser.add_argument("--check", action="store_true", help="only check that the notebook is up to date")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    console = Console(stderr=True)
+    if argv[:1] == ["notebook"]:
+        return _notebook(_notebook_parser().parse_args(argv[1:]), console)
+    return _grade(_grade_parser().parse_args(argv), console)
+
+
+def _grade(args: argparse.Namespace, console: Console) -> int:
+    from grader.api import grade
+    from grader.assignment import AssignmentError
+    from grader.render import render_report
+    from grader.report import Status
+    from grader.sandbox.limits import Limits
+
+    if args.submission is not None and not args.submission.is_file():
+        console.print(f"[red]error:[/] no such submission file: {args.submission}")
+        return EXIT_USAGE
+    limits = Limits(call_timeout_s=args.timeout, cell_timeout_s=args.timeout, memory_bytes=int(args.memory * 2**30))
+    try:
+        report = grade(args.assignment, args.submission, device=args.device, limits=limits)
+    except (AssignmentError, ValueError) as exc:
+        console.print(f"[red]error:[/] {exc}")
+        return EXIT_USAGE
+    if args.json:
+        report.write_json(args.json)
+    if not args.quiet:
+        Console().print(render_report(report, verbose=args.verbose))
+    return EXIT_GRADER_ERROR if report.status == Status.GRADER_ERROR else EXIT_OK
+
+
+def _notebook(args: argparse.Namespace, console: Console) -> int:
+    from grader.assignment import Assignment, AssignmentError
+    from grader.handout import notebook_is_current, write_notebook
+
+    try:
+        assignment = Assignment.load(args.assignment)
+    except AssignmentError as exc:
+        console.print(f"[red]error:[/] {exc}")
+        return EXIT_USAGE
+    if args.check:
+        if notebook_is_current(assignment):
+            return EXIT_OK
+        console.print(f"{assignment.notebook_path} is out of date; run: grade notebook {args.assignment}")
+        return EXIT_GRADER_ERROR
+    write_notebook(assignment)
+    console.print(f"wrote {assignment.notebook_path}")
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,161 @@
+"""Read a submission (a ``.py`` file or a Jupyter notebook) into a :class:`Program`.
+
+Nothing here runs student code: files are decoded and parsed only. A file that cannot be
+graded at all raises :class:`Ungradable` with a message for the student; a notebook cell
+that cannot run is dropped with a note, and the other cells still run.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+MAX_SOURCE_BYTES = 4 * 2**20
+MAX_NOTEBOOK_BYTES = 64 * 2**20
+SKIP_TAG = "grader-skip"
+# Cell magics whose body is still Python; any other cell magic (%%bash, %%html, ...) is not.
+PYTHON_CELL_MAGICS = {"time", "timeit", "capture", "prun"}
+_MAGIC_LINE = re.compile(r"^(\s*)[%!]")
+
+
+class Ungradable(Exception):
+    """The submission as a whole cannot be graded; the message says why."""
+
+
+@dataclass(frozen=True)
+class Cell:
+    source: str
+    label: str  # how the student finds it: "mha.py" or "cell 4"
+
+
+@dataclass(frozen=True)
+class Program:
+    """What the child runs, in order: the cells of a notebook or the one cell of a module."""
+
+    kind: str  # "module" or "notebook"
+    cells: tuple[Cell, ...]
+    notes: tuple[str, ...] = field(default=())
+
+
+def load_submission(path: Path) -> Program:
+    data = _read_bytes(path, MAX_NOTEBOOK_BYTES if path.suffix == ".ipynb" else MAX_SOURCE_BYTES)
+    if path.suffix == ".ipynb":
+        return _notebook_program(decode_text(data))
+    return _module_program(decode_text(data), path.name)
+
+
+def _read_bytes(path: Path, limit: int) -> bytes:
+    size = path.stat().st_size
+    if size > limit:
+        raise Ungradable(f"the file is too large ({size} bytes; the limit is {limit})")
+    data = path.read_bytes()
+    if not data.strip():
+        raise Ungradable("the file is empty")
+    if b"\x00" in data[:8192]:
+        raise Ungradable("the file is binary, not Python source or a notebook")
+    return data
+
+
+def decode_text(data: bytes) -> str:
+    """UTF-8 with or without BOM, falling back to Latin-1; line endings normalised."""
+    data = data.removeprefix(b"\xef\xbb\xbf")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = data.decode("latin-1")
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _module_program(source: str, name: str) -> Program:
+    error = syntax_error(source)
+    if error:
+        raise Ungradable(f"{name} has a syntax error: {error}")
+    return Program("module", (Cell(source, name),))
+
+
+def syntax_error(source: str) -> str | None:
+    """A one-line description of why ``source`` does not parse, or None if it does."""
+    try:
+        ast.parse(source)
+    except SyntaxError as exc:
+        return f"line {exc.lineno}: {exc.msg}"
+    except (ValueError, RecursionError, MemoryError) as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+# ---- notebooks: a list of small steps -------------------------------------------------
+
+
+def _notebook_program(text: str) -> Program:
+    cells = read_notebook_cells(text)
+    notes: list[str] = []
+    program_cells: list[Cell] = []
+    for number, cell in enumerate(cells, start=1):
+        label = f"cell {number}"
+        if cell.get("cell_type") != "code":
+            continue
+        if SKIP_TAG in (cell.get("metadata", {}).get("tags") or []):
+            notes.append(f"{label} is tagged {SKIP_TAG!r}; not run")
+            continue
+        source, why_not = strip_magics(cell_source(cell))
+        if why_not:
+            notes.append(f"{label} {why_not}; not run")
+            continue
+        if not source.strip():
+            continue
+        error = syntax_error(source)
+        if error:
+            notes.append(f"{label} has a syntax error ({error}); not run")
+            continue
+        program_cells.append(Cell(source, label))
+    if not program_cells:
+        raise Ungradable("the notebook has no code cells that can run" + _joined(notes))
+    return Program("notebook", tuple(program_cells), tuple(notes))
+
+
+def _joined(notes: list[str]) -> str:
+    return f" ({'; '.join(notes)})" if notes else ""
+
+
+def read_notebook_cells(text: str) -> list[dict]:
+    """The notebook's cells, upgraded to nbformat 4 where nbformat knows how."""
+    import nbformat  # imported here: only notebooks need it
+
+    try:
+        json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise Ungradable(f"the notebook is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+    except RecursionError:
+        raise Ungradable("the notebook is not valid JSON (nested too deeply)") from None
+    try:
+        notebook = nbformat.reads(text, as_version=4, capture_validation_error={})
+    except Exception as exc:  # nbformat raises many types for malformed notebooks
+        raise Ungradable(f"the file is JSON but not a Jupyter notebook ({type(exc).__name__}: {exc})") from None
+    cells = notebook.get("cells") if isinstance(notebook, dict) else None
+    if not isinstance(cells, list):
+        raise Ungradable("the file is JSON but not a Jupyter notebook (no list of cells)")
+    return [cell for cell in cells if isinstance(cell, dict)]
+
+
+def cell_source(cell: dict) -> str:
+    source = cell.get("source", "")
+    if isinstance(source, list):
+        source = "".join(item for item in source if isinstance(item, str))
+    return source if isinstance(source, str) else ""
+
+
+def strip_magics(source: str) -> tuple[str, str | None]:
+    """Remove IPython magics and shell lines; returns (source, why the cell cannot run)."""
+    lines = source.split("\n")
+    first = lines[0].strip()
+    if first.startswith("%%"):
+        magic = first[2:].split(maxsplit=1)[0] if first[2:].strip() else ""
+        if magic not in PYTHON_CELL_MAGICS:
+            return "", f"is a %%{magic} cell, not Python"
+        lines = lines[1:]
+    # Keep the indentation so that a magic inside a block leaves the block valid.
+    return "\n".join(_MAGIC_LINE.sub(r"\1pass  # ", line) for line in lines), None

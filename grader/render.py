@@ -1,0 +1,57 @@
+"""Rich views of a :class:`~grader.report.GradeReport`."""
+
+from __future__ import annotations
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from grader.report import GradeReport, PartResult, Status
+
+
+def part_problem(part: PartResult) -> str:
+    """One line on what is probably wrong: the part's hint, else its first failure."""
+    if part.score >= part.max_score:
+        return ""
+    if part.hint:
+        return part.hint
+    failing = next((test for test in part.tests if test.outcome != "passed"), None)
+    return failing.message.splitlines()[0] if failing and failing.message else ""
+
+
+def report_table(report: GradeReport) -> Table:
+    table = Table(title=f"Assignment {report.assignment}: {report.submission}", title_justify="left")
+    table.add_column("part")
+    table.add_column("score", justify="right")
+    table.add_column("what is probably wrong", overflow="fold")
+    for part in report.parts:
+        style = "green" if part.score >= part.max_score > 0 else "red" if part.score == 0 else "yellow"
+        table.add_row(part.id, Text(f"{part.score:g} / {part.max_score:g}", style=style), part_problem(part))
+    table.add_section()
+    table.add_row(Text("total", style="bold"), Text(f"{report.score:g} / {report.max_score:g}", style="bold"), "")
+    return table
+
+
+def render_report(report: GradeReport, verbose: bool = False) -> RenderableType:
+    items: list[RenderableType] = []
+    if report.status != Status.GRADED:
+        label = "Not gradable" if report.status == Status.UNGRADABLE else "Grader error"
+        items.append(Text(f"{label}: {report.error}", style="bold red"))
+    items.append(report_table(report))
+    for note in report.notes:
+        items.append(Text(f"note: {note}", style="yellow"))
+    if verbose:
+        items.extend(_failures(report))
+        if report.output:
+            items.append(Text("your code printed:\n" + report.output, style="dim"))
+    items.append(Text(f"graded on {report.device} in {report.duration_s:.1f} s", style="dim"))
+    return Group(*items)
+
+
+def _failures(report: GradeReport) -> list[Text]:
+    lines = []
+    for part in report.parts:
+        for test in part.tests:
+            if test.outcome != "passed":
+                lines.append(Text(f"{part.id} / {test.name}: {test.outcome}: {test.message}"))
+    return lines

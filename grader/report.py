@@ -1,0 +1,99 @@
+"""The grade report: plain data with a versioned JSON form (``schema/report.v1.json``).
+
+The terminal table, CSV and exports are views of this; nothing here formats for people.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field
+from importlib import resources
+from pathlib import Path
+
+SCHEMA_VERSION = 1
+
+
+class Status:
+    GRADED = "graded"
+    UNGRADABLE = "ungradable"  # the submission itself cannot be run (empty, binary, syntax error...)
+    GRADER_ERROR = "grader_error"  # the grader failed; not the student's fault
+
+
+class SchemaTooNewError(ValueError):
+    pass
+
+
+@dataclass
+class TestResult:
+    name: str
+    outcome: str  # passed | failed | error | timeout
+    message: str
+    hint: str | None
+    score: float
+    max_score: float
+
+
+@dataclass
+class PartResult:
+    id: str
+    score: float
+    max_score: float
+    hint: str | None
+    tests: list[TestResult]
+
+
+@dataclass
+class GradeReport:
+    assignment: str
+    submission: str
+    status: str
+    error: str | None
+    score: float
+    max_score: float
+    device: str
+    duration_s: float
+    grader_version: str
+    parts: list[PartResult]
+    notes: list[str] = field(default_factory=list)  # about loading: cells skipped, exceptions
+    output: str = ""  # what the submission printed, truncated
+    sandbox: list[str] = field(default_factory=list)  # isolation layers that were active
+    schema_version: int = SCHEMA_VERSION
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        return {"schema_version": data.pop("schema_version"), **data}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> GradeReport:
+        version = data.get("schema_version")
+        if not isinstance(version, int) or version < 1:
+            raise ValueError(f"not a grade report (schema_version={version!r})")
+        if version > SCHEMA_VERSION:
+            raise SchemaTooNewError(f"report schema {version} is newer than this grader's ({SCHEMA_VERSION}); upgrade the grader")
+        fields = dict(data)
+        fields["parts"] = [
+            PartResult(**{**part, "tests": [TestResult(**test) for test in part["tests"]]}) for part in data["parts"]
+        ]
+        return cls(**fields)
+
+    def write_json(self, path: Path) -> None:
+        """Write atomically: a reader never sees half a report."""
+        write_atomic(path, json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n")
+
+
+def write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def load_schema() -> dict:
+    return json.loads(resources.files("grader").joinpath("schema/report.v1.json").read_text(encoding="utf-8"))

@@ -1,0 +1,152 @@
+"""Run a hidden suite against a submission, in a fresh trusted process per submission.
+
+``pytest.main`` is not safe to call twice in one process (modules and plugins leak
+between runs), so each run happens in a fork of the warm grader process, which sends its
+results back as JSON over a pipe. Inside that fork, the student's code runs in yet
+another process (see :mod:`grader.sandbox`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import shutil
+import signal
+import tempfile
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+
+import reference
+
+from grader.assignment import Assignment
+from grader.ingest import Program
+from grader.plugin import GradingPlugin
+from grader.sandbox.limits import Limits
+from grader.sandbox.session import StudentSession
+from grader.sandbox.zygote import Zygote
+
+SANDBOX_LAYERS = ["fork-per-submission", "own-process-group", "rlimits", "scratch-dir", "scrubbed-env", "import-path-hiding"]
+
+
+class SuiteError(Exception):
+    """The hidden suite could not run: a grader problem, not the student's."""
+
+
+def run_suite(assignment: Assignment, program: Program | None, limits: Limits, device: str) -> dict:
+    """Run the hidden suite (collect only, when ``program`` is None); returns JSON-able results.
+
+    Call this in a process of its own (see :func:`run_in_fork`).
+    """
+    suite = assignment.hidden_suite
+    scratch_root = Path(tempfile.mkdtemp(prefix="grader-"))
+    session = None
+    zygote = None
+    try:
+        if program is not None:
+            # Before pytest imports the reference or runs any op: the zygote must be clean.
+            zygote = Zygote.start(program, limits, device, scratch_root, (str(reference.PACKAGE_DIR),))
+            session = StudentSession(zygote, program, limits)
+        torch.set_num_threads(1)
+        grading = GradingPlugin(session, torch.device(device))
+        tests = _run_pytest(suite, grading, collect_only=program is None)
+        unknown = sorted({test["part"] for test in tests} - set(assignment.parts))
+        if unknown:
+            raise SuiteError(f"the hidden suite grades parts that assignment.toml does not list: {unknown}")
+        return {
+            "tests": tests,
+            "notes": session.notes if session else [],
+            "output": session.output() if session else "",
+        }
+    finally:
+        if session is not None:
+            session.close()
+        if zygote is not None:
+            zygote.stop()
+        shutil.rmtree(scratch_root, ignore_errors=True)
+
+
+def _run_pytest(suite: Path, grading: GradingPlugin, collect_only: bool) -> list[dict]:
+    from pytest_jsonreport.plugin import JSONReport
+
+    # Only the plugins named here: whatever else is installed must not change grading.
+    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    json_report = JSONReport()
+    args = [
+        str(suite), "-c", str(suite.parent / "pytest.ini"), "--rootdir", str(suite.parent),
+        "-p", "pytest_jsonreport.plugin", "--json-report-file=none",
+        "-p", "no:cacheprovider", "--assert=plain", "--strict-markers", "--import-mode=importlib",
+        "-q", "--tb=no", "--no-header", "-p", "no:warnings",
+    ]
+    if collect_only:
+        args.append("--collect-only")
+    exit_code = pytest.main(args, plugins=[json_report, grading])
+    if exit_code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) or not grading.collected:
+        raise SuiteError(f"the hidden suite in {suite.name} failed to run (pytest exit code {int(exit_code)})")
+    results = {test["nodeid"]: test.get("metadata", {}) for test in (json_report.report or {}).get("tests", [])}
+    return [{**item, **results.get(item["nodeid"], {})} for item in grading.collected]
+
+
+def run_in_fork(function: Callable[[], dict], timeout_s: float) -> dict:
+    """Run ``function`` in a forked process; return its JSON result or raise :class:`SuiteError`."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the trusted suite process
+        os.close(read_end)
+        code = 0
+        try:
+            if not os.environ.get("GRADER_DEBUG"):
+                _silence_stdio()
+            result = {"result": function()}
+        except SuiteError as exc:
+            result = {"error": str(exc)}
+        except BaseException as exc:
+            result = {"error": f"internal grader error: {type(exc).__name__}: {exc}"}
+            traceback.print_exc()
+            code = 1
+        try:
+            with os.fdopen(write_end, "wb") as pipe:
+                pipe.write(json.dumps(result).encode())
+        finally:
+            os._exit(code)
+    os.close(write_end)
+    try:
+        data = _read_until(read_end, time.monotonic() + timeout_s)
+    except TimeoutError:
+        os.kill(pid, signal.SIGKILL)
+        raise SuiteError(f"grading took longer than {timeout_s:g} s in total and was stopped") from None
+    finally:
+        os.close(read_end)
+        os.waitpid(pid, 0)
+    if not data:
+        raise SuiteError("the grading process ended without a result (run with GRADER_DEBUG=1 to see why)")
+    reply = json.loads(data)
+    if "error" in reply:
+        raise SuiteError(reply["error"])
+    return reply["result"]
+
+
+def _silence_stdio() -> None:
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.dup2(devnull, 2)
+    os.close(devnull)
+
+
+def _read_until(fd: int, deadline: float) -> bytes:
+    chunks = []
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError()
+        readable, _, _ = select.select([fd], [], [], remaining)
+        if readable:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)

@@ -1,0 +1,292 @@
+"""The student's side of the trust boundary: the only module that runs student code.
+
+:func:`run` is entered in a freshly forked process. It confines the process (own session
+and process group, resource limits, scratch directory, scrubbed environment and import
+path), runs the submission's cells in order, reporting each one, and then serves calls
+from the trusted side until the connection closes.
+
+Nothing this process sends is trusted: the parent decodes it strictly, applies its own
+timeouts, and kills the whole process group when done. The checks made here exist to
+give the student clear messages, not to protect the grader.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import resource
+import signal
+import socket
+import sys
+import traceback
+import types
+from pathlib import Path
+
+import torch
+
+from grader.ingest import Program
+from grader.sandbox import protocol
+from grader.sandbox.limits import Limits, die_with_parent
+from grader.sandbox.protocol import Handle, Status
+
+OUTPUT_FILE = "output.txt"
+_KEPT_ENV = ("PATH", "LANG", "LC_ALL", "TZ")
+_TRACEBACK_FRAMES = 8
+
+
+def run(
+    sock: socket.socket,
+    program: Program,
+    limits: Limits,
+    scratch: Path,
+    skip: frozenset[int],
+    device: str,
+    hidden_paths: tuple[str, ...],
+) -> None:
+    """Confine this process, run the program, serve calls. Never returns."""
+    code = 0
+    try:
+        _confine(limits, scratch, device, hidden_paths)
+        namespace = _new_namespace(program.kind)
+        for index, cell in enumerate(program.cells):
+            if index not in skip:
+                _run_cell(sock, index, cell.source, cell.label, namespace)
+        protocol.send(sock, {"event": "ready", "offset": _output_offset()})
+        _Server(sock, namespace).serve()
+    except BaseException:  # the connection is gone or the runtime itself failed
+        code = 70
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def _confine(limits: Limits, scratch: Path, device: str, hidden_paths: tuple[str, ...]) -> None:
+    os.setsid()  # own session and process group: the parent kills the whole group
+    die_with_parent()
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.chdir(scratch)
+    env = {key: os.environ[key] for key in _KEPT_ENV if key in os.environ}
+    env.update(HOME=str(scratch), TMPDIR=str(scratch), MPLBACKEND="Agg", OMP_NUM_THREADS=str(limits.threads))
+    os.environ.clear()
+    os.environ.update(env)
+    _hide_imports(hidden_paths)
+    _redirect_output(scratch / OUTPUT_FILE, limits.output_bytes)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
+    resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds))
+    torch.set_num_threads(limits.threads)
+    if device.startswith("cuda"):
+        # RLIMIT_AS breaks CUDA's large virtual mappings; cap the GPU allocator instead.
+        total = torch.cuda.get_device_properties(device).total_memory
+        torch.cuda.set_per_process_memory_fraction(min(1.0, limits.memory_bytes / total), device)
+    else:
+        resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
+
+
+def _hide_imports(hidden_paths: tuple[str, ...]) -> None:
+    """Make the reference unimportable by accident. Not a security boundary on its own:
+    code in this process can undo it; the filesystem sandbox is what protects the files."""
+    sys.path[:] = [entry for entry in sys.path if entry and not _is_hidden(entry, hidden_paths)]
+    names = {os.path.basename(path) for path in hidden_paths}
+    for name in [name for name in sys.modules if name.split(".")[0] in names]:
+        del sys.modules[name]
+    sys.meta_path.insert(0, _RefuseImports(names))
+
+
+def _is_hidden(entry: str, hidden_paths: tuple[str, ...]) -> bool:
+    resolved = os.path.realpath(entry)
+    for path in hidden_paths:
+        inside = resolved == path or resolved.startswith(path + os.sep)
+        # The checkout that holds the reference package, but never site-packages itself.
+        holds = resolved == os.path.dirname(path) and not resolved.endswith("-packages")
+        if inside or holds:
+            return True
+    return False
+
+
+class _RefuseImports:
+    def __init__(self, names: set[str]):
+        self._names = names
+
+    def find_spec(self, name: str, path=None, target=None):
+        if name.split(".")[0] in self._names:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+
+class _BoundedWriter(io.TextIOBase):
+    """Python-level stdout/stderr: keeps at most ``limit`` bytes, drops the rest quietly.
+
+    Output past the limit must not raise in the student's code (a chatty training loop
+    is not an error), so it is counted, not written; the report says it was truncated.
+    """
+
+    def __init__(self, stream, limit: int):
+        self._stream = stream
+        self._left = limit
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        if self._left > 0:
+            data = text.encode("utf-8", "replace")[: self._left]
+            self._stream.write(data)
+            self._left -= len(data)
+        return len(text)
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+
+def _redirect_output(path: Path, limit: int) -> None:
+    stdin = os.open(os.devnull, os.O_RDONLY)  # input() gets EOF instead of waiting forever
+    os.dup2(stdin, 0)
+    os.close(stdin)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    # One byte over the limit lets the parent tell "exactly full" from "truncated".
+    stream = open(1, "wb", buffering=0, closefd=False)
+    sys.stdout = sys.stderr = _BoundedWriter(stream, limit + 1)
+
+
+def _output_offset() -> int:
+    """How much has been printed so far, so the parent can skip output it already has."""
+    sys.stdout.flush()
+    return os.fstat(1).st_size
+
+
+def _new_namespace(kind: str) -> dict:
+    # A notebook runs as __main__, as in Jupyter; a module is imported, so its
+    # `if __name__ == "__main__":` block does not run.
+    name = "__main__" if kind == "notebook" else "submission"
+    module = types.ModuleType(name)
+    sys.modules[name] = module
+    return module.__dict__
+
+
+def _run_cell(sock: socket.socket, index: int, source: str, label: str, namespace: dict) -> None:
+    protocol.send(sock, {"event": "cell_start", "index": index, "offset": _output_offset()})
+    try:
+        exec(compile(source, label, "exec"), namespace)
+    except BaseException as exc:  # SystemExit and KeyboardInterrupt end a cell too
+        protocol.send(sock, {"event": "cell_error", "index": index, **describe_exception(exc)})
+    else:
+        protocol.send(sock, {"event": "cell_done", "index": index})
+
+
+def describe_exception(exc: BaseException) -> dict:
+    """Type, message and the student's part of the traceback (not this runtime's frames)."""
+    frames = [frame for frame in traceback.extract_tb(exc.__traceback__) if frame.filename != __file__]
+    if isinstance(exc, SystemExit):
+        message = f"sys.exit({exc.code!r}) was called"
+    else:
+        message = str(exc)
+    return {
+        "type": type(exc).__name__,
+        "message": message[:2000],
+        "traceback": "".join(traceback.format_list(frames[-_TRACEBACK_FRAMES:]))[:4000],
+        "memory": isinstance(exc, MemoryError) or "can't allocate memory" in message
+        or isinstance(exc, torch.OutOfMemoryError),
+    }
+
+
+class _Server:
+    """Answers the trusted side's requests; objects the student creates stay here as handles."""
+
+    def __init__(self, sock: socket.socket, namespace: dict):
+        self._sock = sock
+        self._namespace = namespace
+        self._objects: dict[int, object] = {}
+        self._ids: dict[int, int] = {}  # id(obj) -> handle id, so `.to()` returns the same handle
+
+    def serve(self) -> None:
+        while True:
+            header, tensors = protocol.recv(self._sock)
+            reply, reply_tensors = self._answer(header, tensors)
+            sys.stdout.flush()
+            protocol.send(self._sock, reply, reply_tensors)
+
+    def _answer(self, header: dict, tensors: dict) -> tuple[dict, dict]:
+        try:
+            op = getattr(self, f"_op_{header.get('op')}", None)
+            if op is None:
+                return {"status": Status.BAD_REQUEST, "message": f"unknown op {header.get('op')!r}"}, {}
+            encoder = protocol.Encoder(to_handle=self._handle_for)
+            value = op(header, tensors)
+            return {"status": Status.OK, "value": encoder.encode(value)}, encoder.tensors
+        except _NotFound as exc:
+            return {"status": Status.NOT_FOUND, "name": str(exc)}, {}
+        except BaseException as exc:
+            return {"status": Status.EXCEPTION, **describe_exception(exc)}, {}
+
+    def _handle_for(self, obj: object) -> Handle:
+        handle_id = self._ids.get(id(obj))
+        if handle_id is None:
+            handle_id = len(self._objects) + 1
+            self._objects[handle_id] = obj
+            self._ids[id(obj)] = handle_id
+        return Handle(handle_id, type(obj).__name__)
+
+    def _resolve(self, header: dict, tensors: dict):
+        decoded = protocol.decode(header.get("args", {"$tuple": []}), tensors)
+        args = tuple(self._objects[item.id] if isinstance(item, Handle) else item for item in decoded)
+        kwargs = protocol.decode(header.get("kwargs", {"$dict": []}), tensors)
+        kwargs = {key: self._objects[item.id] if isinstance(item, Handle) else item for key, item in kwargs.items()}
+        target = header["target"]
+        if isinstance(target, str):
+            if target not in self._namespace:
+                raise _NotFound(target)
+            return self._namespace[target], args, kwargs
+        obj = self._objects[target["handle"]]
+        return getattr(obj, target["method"]), args, kwargs
+
+    def _op_call(self, header: dict, tensors: dict):
+        function, args, kwargs = self._resolve(header, tensors)
+        return function(*args, **kwargs)
+
+    def _op_backward(self, header: dict, tensors: dict):
+        """Call, then backpropagate ``grad_output``; return output, input and parameter grads."""
+        function, args, kwargs = self._resolve(header, tensors)
+        output = function(*args, **kwargs)
+        grad_output = protocol.decode(header["grad_output"], tensors)
+        torch.autograd.backward(output, grad_output)
+        owner = getattr(function, "__self__", None)
+        params = dict(owner.named_parameters()) if isinstance(owner, torch.nn.Module) else {}
+        return {
+            "output": output,
+            "input_grads": tuple(arg.grad if isinstance(arg, torch.Tensor) else None for arg in args),
+            "param_grads": {name: param.grad for name, param in params.items() if param.grad is not None},
+        }
+
+    def _op_getattr(self, header: dict, tensors: dict):
+        return getattr(self._objects[header["handle"]], header["name"])
+
+    def _op_has(self, header: dict, tensors: dict):
+        return header["name"] in self._namespace
+
+    def _op_inspect(self, header: dict, tensors: dict):
+        obj = self._objects[header["handle"]]
+        if not isinstance(obj, torch.nn.Module):
+            return {"module": False}
+        return {
+            "module": True,
+            "parameters": {name: list(p.shape) for name, p in obj.named_parameters()},
+            "buffers": {name: list(b.shape) for name, b in obj.named_buffers()},
+            "training": obj.training,
+        }
+
+    def _op_load_parameters(self, header: dict, tensors: dict):
+        """Copy parameters into the module, keeping its own buffers; strict about names."""
+        module = self._objects[header["handle"]]
+        state = module.state_dict()
+        state.update(protocol.decode(header["parameters"], tensors))
+        module.load_state_dict(state, strict=True)
+
+
+class _NotFound(Exception):
+    pass

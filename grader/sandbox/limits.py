@@ -1,0 +1,36 @@
+"""Resource limits for a student's child process, and how to describe them in words."""
+
+from __future__ import annotations
+
+import ctypes
+import signal
+from dataclasses import dataclass
+
+_PR_SET_PDEATHSIG = 1
+
+
+@dataclass(frozen=True)
+class Limits:
+    call_timeout_s: float = 10.0  # wall clock for one call into student code
+    cell_timeout_s: float = 10.0  # wall clock for one notebook cell (or a .py's top level)
+    memory_bytes: int = 4 * 2**30  # address space (CPU) or share of GPU memory (CUDA)
+    output_bytes: int = 16 * 2**10  # of stdout/stderr kept for the report
+    file_bytes: int = 64 * 2**20  # largest file the child may write
+    cpu_seconds: int = 600  # CPU time over the child's whole life; a backstop only
+    threads: int = 1  # torch intra-op threads in the child
+
+    def describe_memory(self) -> str:
+        return f"memory limit of {format_bytes(self.memory_bytes)} exceeded"
+
+
+def format_bytes(size: float) -> str:
+    for unit in ("B", "KiB", "MiB"):
+        if size < 1024:
+            return f"{size:.3g} {unit}"
+        size /= 1024
+    return f"{size:.3g} GiB"
+
+
+def die_with_parent() -> None:
+    """Ask Linux to SIGKILL this process when its parent dies, so none outlives grading."""
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)

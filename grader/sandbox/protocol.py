@@ -1,0 +1,212 @@
+"""The wire format between the trusted grader and the student's child process.
+
+A message is a JSON header plus an optional safetensors payload, each length-prefixed.
+Values inside the header are plain JSON, with tagged objects for what JSON lacks:
+``{"$tensor": key}`` (the tensor ``key`` of the payload), ``{"$tuple": [...]}``,
+``{"$dict": [[k, v], ...]}``, ``{"$handle": id, "type": name}`` (an object that stays in
+the child), ``{"$dtype": "float32"}`` and ``{"$device": "cpu"}``.
+
+Nothing here can run code on the receiving side: safetensors holds only plain tensors and
+JSON holds only data. The trusted side decodes with ``strict=True``, which also rejects
+anything malformed, oversized or of an unexpected kind.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import struct
+import time
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+import torch
+from safetensors.torch import load as load_tensors
+from safetensors.torch import save as save_tensors
+
+_PREFIX = struct.Struct(">QQ")  # header length, payload length
+MAX_HEADER_BYTES = 16 * 2**20
+MAX_PAYLOAD_BYTES = 2 * 2**30
+
+_DTYPES = {
+    str(dtype).removeprefix("torch."): dtype
+    for dtype in (
+        torch.float16, torch.bfloat16, torch.float32, torch.float64,
+        torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8, torch.bool,
+    )
+}
+
+
+class Status(StrEnum):
+    """Outcome of one request, as the child reports it."""
+
+    OK = "ok"
+    EXCEPTION = "exception"  # the student's code raised
+    NOT_FOUND = "not_found"  # the submission does not define the name
+    BAD_REQUEST = "bad_request"  # the request itself could not be served
+
+
+class ProtocolError(Exception):
+    """The peer sent something that is not a well-formed message."""
+
+
+class PeerClosed(ProtocolError):
+    """The peer closed the connection (for a child: it ended or was killed)."""
+
+
+class Deadline(Exception):
+    """No complete message arrived before the deadline."""
+
+
+@dataclass(frozen=True)
+class Handle:
+    """Reference to an object that lives in the child (a module, an optimizer, ...)."""
+
+    id: int
+    type: str
+
+
+# ---- framing ----------------------------------------------------------------------
+
+
+def send(sock: socket.socket, header: dict, tensors: dict[str, torch.Tensor] | None = None) -> None:
+    header_bytes = json.dumps(header).encode()
+    payload = save_tensors(tensors) if tensors else b""
+    sock.sendall(_PREFIX.pack(len(header_bytes), len(payload)) + header_bytes + payload)
+
+
+def _recv_exactly(sock: socket.socket, size: int, deadline: float | None) -> bytes:
+    chunks = bytearray()
+    while len(chunks) < size:
+        if deadline is not None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise Deadline()
+            sock.settimeout(remaining)
+        else:
+            sock.settimeout(None)
+        try:
+            chunk = sock.recv(min(size - len(chunks), 1 << 20))
+        except TimeoutError:
+            raise Deadline() from None
+        except (ConnectionResetError, BrokenPipeError) as exc:
+            raise PeerClosed(str(exc)) from None
+        if not chunk:
+            raise PeerClosed("connection closed")
+        chunks += chunk
+    return bytes(chunks)
+
+
+def recv(
+    sock: socket.socket, deadline: float | None = None
+) -> tuple[dict, dict[str, torch.Tensor]]:
+    """Read one message; ``deadline`` is a ``time.monotonic()`` value or None for no limit."""
+    header_len, payload_len = _PREFIX.unpack(_recv_exactly(sock, _PREFIX.size, deadline))
+    if header_len > MAX_HEADER_BYTES or payload_len > MAX_PAYLOAD_BYTES:
+        raise ProtocolError(f"message too large ({header_len} + {payload_len} bytes)")
+    try:
+        header = json.loads(_recv_exactly(sock, header_len, deadline))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ProtocolError(f"header is not JSON: {exc}") from None
+    if not isinstance(header, dict):
+        raise ProtocolError("header is not a JSON object")
+    tensors: dict[str, torch.Tensor] = {}
+    if payload_len:
+        try:
+            tensors = load_tensors(_recv_exactly(sock, payload_len, deadline))
+        except (Deadline, PeerClosed):
+            raise
+        except Exception as exc:  # safetensors raises its own error types
+            raise ProtocolError(f"payload is not a valid safetensors blob: {exc}") from None
+    return header, tensors
+
+
+# ---- values -----------------------------------------------------------------------
+
+
+class Encoder:
+    """Turns Python values into a JSON-able structure plus a dict of tensors.
+
+    ``to_handle`` decides what happens to values that are none of the supported kinds:
+    the child keeps them and sends a handle; the trusted side never has such values.
+    """
+
+    def __init__(self, to_handle=None):
+        self.tensors: dict[str, torch.Tensor] = {}
+        self._to_handle = to_handle
+
+    def encode(self, value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            key = f"t{len(self.tensors)}"
+            # safetensors wants contiguous CPU tensors that share no memory.
+            self.tensors[key] = value.detach().to("cpu", copy=True).contiguous()
+            return {"$tensor": key, "device": str(value.device), "requires_grad": value.requires_grad}
+        if value is None or isinstance(value, (bool, int, float, str)):
+            return value
+        if isinstance(value, Handle):
+            return {"$handle": value.id, "type": value.type}
+        if isinstance(value, torch.dtype):
+            return {"$dtype": str(value).removeprefix("torch.")}
+        if isinstance(value, torch.device):
+            return {"$device": str(value)}
+        if isinstance(value, (tuple, list)):
+            items = [self.encode(item) for item in value]
+            return items if isinstance(value, list) else {"$tuple": items}
+        if isinstance(value, dict) and all(isinstance(key, str) for key in value):
+            return {"$dict": [[key, self.encode(item)] for key, item in value.items()]}
+        if self._to_handle is not None:
+            return self.encode(self._to_handle(value))
+        raise TypeError(f"cannot send a value of type {type(value).__name__}")
+
+
+def _parse_device(text: Any) -> torch.device:
+    if not isinstance(text, str):
+        raise ProtocolError("device is not a string")
+    try:
+        device = torch.device(text)
+    except RuntimeError:
+        raise ProtocolError(f"unknown device {text!r}") from None
+    if device.type not in ("cpu", "cuda"):
+        raise ProtocolError(f"unsupported device {text!r}")
+    return device
+
+
+def decode(value: Any, tensors: dict[str, torch.Tensor], *, max_depth: int = 64) -> Any:
+    """Inverse of :class:`Encoder`; raises :class:`ProtocolError` on anything unexpected.
+
+    Tensors are moved to the device their descriptor names, so a test can check where
+    the student's code put its output.
+    """
+    if max_depth < 0:
+        raise ProtocolError("value nested too deeply")
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, list):
+        return [decode(item, tensors, max_depth=max_depth - 1) for item in value]
+    if not isinstance(value, dict) or len(value) == 0:
+        raise ProtocolError(f"unexpected value {str(value)[:80]!r}")
+    if "$tensor" in value:
+        tensor = tensors.get(value["$tensor"])
+        if type(tensor) is not torch.Tensor:
+            raise ProtocolError(f"missing tensor {str(value['$tensor'])[:40]!r}")
+        tensor = tensor.to(_parse_device(value.get("device", "cpu")))
+        if value.get("requires_grad") is True and tensor.is_floating_point():
+            tensor.requires_grad_(True)
+        return tensor
+    if "$tuple" in value and isinstance(value["$tuple"], list):
+        return tuple(decode(item, tensors, max_depth=max_depth - 1) for item in value["$tuple"])
+    if "$dict" in value and isinstance(value["$dict"], list):
+        result = {}
+        for pair in value["$dict"]:
+            if not (isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str)):
+                raise ProtocolError("malformed dict entry")
+            result[pair[0]] = decode(pair[1], tensors, max_depth=max_depth - 1)
+        return result
+    if "$handle" in value and isinstance(value["$handle"], int):
+        return Handle(value["$handle"], str(value.get("type", "object"))[:200])
+    if "$dtype" in value and value["$dtype"] in _DTYPES:
+        return _DTYPES[value["$dtype"]]
+    if "$device" in value:
+        return _parse_device(value["$device"])
+    raise ProtocolError(f"unexpected value {str(value)[:80]!r}")

@@ -1,0 +1,311 @@
+"""The trusted side's handle on a student's submission.
+
+A :class:`StudentSession` owns at most one live child at a time. It loads the program
+cell by cell under a wall-clock limit per cell; a cell that raises is noted, a cell that
+hangs or kills the process is noted and skipped in every later child. After a call that
+times out or crashes the child, the next call starts a fresh one.
+
+Hidden tests use the session through the ``student`` fixture:
+``student.call("split_heads", x, 4)`` or ``mha = student.new("MultiHeadAttention", 16, 4)``
+then ``mha(q, k, v)``. Failures raise the :class:`StudentError` subclasses below.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import stat
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from grader.ingest import Program
+from grader.sandbox import protocol
+from grader.sandbox._child import OUTPUT_FILE
+from grader.sandbox.limits import Limits, format_bytes
+from grader.sandbox.protocol import Deadline, Handle, PeerClosed, ProtocolError, Status
+from grader.sandbox.zygote import Child, Zygote
+
+
+class StudentError(Exception):
+    """Base of everything that goes wrong on the student's side of a call."""
+
+
+class StudentException(StudentError):
+    """The student's code raised an exception."""
+
+    def __init__(self, target: str, type_name: str, message: str, traceback: str, memory: bool = False):
+        self.target, self.type_name, self.message, self.traceback = target, type_name, message, traceback
+        self.memory = memory
+        super().__init__(f"{target} raised {type_name}: {message}" if message else f"{target} raised {type_name}")
+
+
+class StudentNotFound(StudentError):
+    def __init__(self, name: str):
+        self.name = name
+        super().__init__(f"not found: your submission does not define `{name}`")
+
+
+class StudentTimeout(StudentError):
+    pass
+
+
+class StudentCrashed(StudentError):
+    """The child ended during a call, or sent something that is not a valid reply."""
+
+
+@dataclass(frozen=True)
+class Backward:
+    output: Any
+    input_grads: tuple
+    param_grads: dict[str, torch.Tensor]
+
+
+class StudentSession:
+    def __init__(self, zygote: Zygote, program: Program, limits: Limits):
+        self._zygote = zygote
+        self._program = program
+        self.limits = limits
+        self._child: Child | None = None
+        self._skip: set[int] = set()
+        self.notes: list[str] = list(program.notes)
+        self._output = bytearray()
+        self._output_truncated = False
+        self._load_failed: str | None = None
+        self._printed_through = -1  # highest cell index whose output is already collected
+
+    # ---- the API hidden tests use --------------------------------------------------------
+
+    def call(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        return self._request({"op": "call", "target": name}, name, args, kwargs)
+
+    def new(self, class_name: str, *args: Any, **kwargs: Any) -> RemoteObject:
+        obj = self.call(class_name, *args, **kwargs)
+        if not isinstance(obj, RemoteObject):
+            raise StudentCrashed(f"{class_name}(...) did not return an object")
+        return obj
+
+    def has(self, name: str) -> bool:
+        return bool(self._request({"op": "has", "name": name}, name, (), {}))
+
+    def backward(self, name: str, *args: Any, grad_output: torch.Tensor, **kwargs: Any) -> Backward:
+        """Call ``name`` and backpropagate ``grad_output`` through it in the child."""
+        return self._backward({"target": name}, name, args, kwargs, grad_output)
+
+    # ---- output and lifecycle ----------------------------------------------------------
+
+    def output(self) -> str:
+        """What the student's code printed, bounded by ``limits.output_bytes``."""
+        text = self._output.decode("utf-8", "replace")
+        if self._output_truncated:
+            text += f"\n[output truncated after {format_bytes(self.limits.output_bytes)}]"
+        return text
+
+    def close(self) -> None:
+        self._retire()
+
+    # ---- internals -------------------------------------------------------------------------
+
+    def _backward(self, target: dict, label: str, args, kwargs, grad_output) -> Backward:
+        header = {"op": "backward", "target": target}
+        value = self._request(header, label, args, kwargs, extra={"grad_output": grad_output})
+        if not (isinstance(value, dict) and {"output", "input_grads", "param_grads"} <= value.keys()):
+            raise StudentCrashed(f"{label}: malformed reply to a backward request")
+        return Backward(value["output"], tuple(value["input_grads"]), dict(value["param_grads"]))
+
+    def _request(self, header: dict, label: str, args, kwargs, extra: dict | None = None) -> Any:
+        child = self._live_child()
+        encoder = protocol.Encoder()
+        header = dict(header, args=encoder.encode(tuple(_unwrap(a) for a in args)),
+                      kwargs=encoder.encode({k: _unwrap(v) for k, v in kwargs.items()}))
+        for key, value in (extra or {}).items():
+            header[key] = encoder.encode(value)
+        deadline = time.monotonic() + self.limits.call_timeout_s
+        try:
+            protocol.send(child.sock, header, encoder.tensors)
+            reply, tensors = protocol.recv(child.sock, deadline)
+            status = reply.get("status")
+            if status == Status.OK:
+                return self._wrap(protocol.decode(reply.get("value"), tensors))
+        except Deadline:
+            self._retire()
+            raise StudentTimeout(f"{label}: time limit of {self.limits.call_timeout_s:g} s exceeded") from None
+        except (PeerClosed, BrokenPipeError, ConnectionResetError):
+            why = self._retire()
+            raise StudentCrashed(f"{label}: your code ended the process ({why})") from None
+        except ProtocolError as exc:
+            self._retire()
+            raise StudentCrashed(f"{label}: invalid reply from the student process ({exc})") from None
+        if status == Status.NOT_FOUND:
+            raise StudentNotFound(str(reply.get("name", label)))
+        if status == Status.EXCEPTION:
+            exc = StudentException(label, str(reply.get("type", "Exception")), str(reply.get("message", "")),
+                                   str(reply.get("traceback", "")), reply.get("memory") is True)
+            if exc.memory:
+                exc.message = f"{self.limits.describe_memory()} ({exc.message})"
+            raise exc
+        raise StudentCrashed(f"{label}: the student process could not serve the request: {reply.get('message', status)}")
+
+    def _wrap(self, value: Any) -> Any:
+        if isinstance(value, Handle):
+            return RemoteObject(self, value)
+        if isinstance(value, tuple):
+            return tuple(self._wrap(item) for item in value)
+        if isinstance(value, list):
+            return [self._wrap(item) for item in value]
+        if isinstance(value, dict):
+            return {key: self._wrap(item) for key, item in value.items()}
+        return value
+
+    def _live_child(self) -> Child:
+        if self._load_failed:
+            raise StudentCrashed(self._load_failed)
+        if self._child is None:
+            self._child = self._load()
+        return self._child
+
+    def _load(self) -> Child:
+        """Start a child and run the program; skip cells that hung or killed an earlier child."""
+        while True:
+            child = self._zygote.spawn(frozenset(self._skip))
+            running: int | None = None
+            deadline = None
+            child.output_from = -1
+            try:
+                while True:
+                    event, _ = protocol.recv(child.sock, deadline)
+                    kind = event.get("event")
+                    offset = event.get("offset")
+                    if child.output_from < 0 and isinstance(offset, int) and offset >= 0:
+                        # Output of cells an earlier child already ran is in the report.
+                        if kind == "ready" or event.get("index", -1) > self._printed_through:
+                            child.output_from = offset
+                    if kind == "ready":
+                        self._printed_through = len(self._program.cells)
+                        return child
+                    index = event.get("index")
+                    if not isinstance(index, int) or not 0 <= index < len(self._program.cells):
+                        raise ProtocolError(f"unexpected event {str(event)[:80]}")
+                    if kind == "cell_start":
+                        running, deadline = index, time.monotonic() + self.limits.cell_timeout_s
+                        self._printed_through = max(self._printed_through, index)
+                    elif kind == "cell_error":
+                        self._note(f"{self._where(index)} raised {event.get('type')}: {str(event.get('message'))[:300]}")
+                        running, deadline = None, None
+                    elif kind == "cell_done":
+                        running, deadline = None, None
+            except Deadline:
+                self._retire(child)
+                why = f"ran past the time limit of {self.limits.cell_timeout_s:g} s"
+            except PeerClosed:
+                why = f"ended the process ({self._retire(child)})"
+            except ProtocolError as exc:
+                self._retire(child)
+                why = f"sent an invalid message ({exc})"
+            if running is None:
+                self._load_failed = f"your submission could not be loaded: the student process {why}"
+                self._note(self._load_failed)
+                raise StudentCrashed(self._load_failed)
+            self._skip.add(running)
+            self._note(f"{self._where(running)} {why}; it was skipped")
+
+    def _where(self, index: int) -> str:
+        label = self._program.cells[index].label
+        return label if self._program.kind == "notebook" else f"your module ({label})"
+
+    def _note(self, note: str) -> None:
+        if note not in self.notes:
+            self.notes.append(note)
+
+    def _retire(self, child: Child | None = None) -> str:
+        """Kill the child (default: the current one), keep its output; say how it ended."""
+        child = child or self._child
+        if child is None:
+            return "no process"
+        if child is self._child:
+            self._child = None
+        if child.sock.fileno() == -1:
+            return "it had already ended"
+        child.kill()
+        status = self._zygote.exit_status(child.pid)
+        self._collect_output(child)
+        return describe_exit(status, self.limits)
+
+    def _collect_output(self, child: Child) -> None:
+        room = self.limits.output_bytes - len(self._output)
+        if child.output_from < 0:
+            return
+        try:
+            fd = os.open(child.scratch / OUTPUT_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            return
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                return
+            data = os.pread(fd, max(room, 0) + 1, child.output_from)
+        finally:
+            os.close(fd)
+        self._output += data[: max(room, 0)]
+        self._output_truncated |= len(data) > room
+
+
+class RemoteObject:
+    """An object that lives in the child, such as the student's ``MultiHeadAttention``."""
+
+    def __init__(self, session: StudentSession, handle: Handle):
+        self._session = session
+        self.handle = handle
+
+    @property
+    def type_name(self) -> str:
+        return self.handle.type
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.method("__call__", *args, **kwargs)
+
+    def method(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        label = f"{self.type_name}.{'forward' if name == '__call__' else name}"
+        return self._session._request({"op": "call", "target": {"handle": self.handle.id, "method": name}},
+                                      label, args, kwargs)
+
+    def backward(self, *args: Any, grad_output: torch.Tensor, **kwargs: Any) -> Backward:
+        """Call the object and backpropagate; parameter gradients come back by name."""
+        target = {"handle": self.handle.id, "method": "__call__"}
+        return self._session._backward(target, f"{self.type_name}.forward", args, kwargs, grad_output)
+
+    def attr(self, name: str) -> Any:
+        return self._session._request({"op": "getattr", "handle": self.handle.id, "name": name},
+                                      f"{self.type_name}.{name}", (), {})
+
+    def inspect(self) -> dict:
+        """For a module: parameter and buffer names with shapes, and the training flag."""
+        return self._session._request({"op": "inspect", "handle": self.handle.id}, self.type_name, (), {})
+
+    def load_parameters(self, parameters: dict[str, torch.Tensor]) -> None:
+        """``load_state_dict(strict=True)`` of these parameters; the module keeps its buffers."""
+        self._session._request({"op": "load_parameters", "handle": self.handle.id},
+                               f"{self.type_name}.load_state_dict", (), {}, extra={"parameters": parameters})
+
+
+def _unwrap(value: Any) -> Any:
+    return value.handle if isinstance(value, RemoteObject) else value
+
+
+def describe_exit(status: int | None, limits: Limits) -> str:
+    """Words for a child's wait status, as the student should read them."""
+    if status is None:
+        return "it stopped responding"
+    if os.WIFEXITED(status):
+        return f"exit code {os.WEXITSTATUS(status)}: sys.exit or os._exit"
+    signum = os.WTERMSIG(status)
+    reasons = {
+        signal.SIGKILL: "killed",
+        signal.SIGXCPU: f"CPU time limit of {limits.cpu_seconds} s exceeded",
+        signal.SIGXFSZ: f"file size limit of {format_bytes(limits.file_bytes)} exceeded",
+        signal.SIGSEGV: "segmentation fault, often memory exhausted",
+        signal.SIGABRT: "aborted, often memory exhausted",
+    }
+    return reasons.get(signum, f"killed by {signal.Signals(signum).name}")

@@ -1,0 +1,1 @@
+"""Hidden suite of assignment 03: multi-head attention."""

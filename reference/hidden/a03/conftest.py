@@ -1,0 +1,36 @@
+"""Dimensions and inputs for the 03 suite.
+
+d_model=24 with 3 heads gives d_k=8, so sqrt(d_k), sqrt(d_model) and d_k are three
+different scales and each scaling mistake produces a distinguishable output. Inputs are
+scaled up so the softmax is far from uniform and scaling mistakes show in the values.
+"""
+
+import pytest
+import torch
+
+from reference.multihead import MultiHeadAttention
+
+D_MODEL, NUM_HEADS = 24, 3
+
+
+@pytest.fixture
+def make_input(device):
+    def make(*shape: int, seed: int, scale: float = 3.0) -> torch.Tensor:
+        generator = torch.Generator().manual_seed(seed)
+        return (scale * torch.randn(*shape, generator=generator)).to(device)
+    return make
+
+
+@pytest.fixture
+def reference_mha(device):
+    torch.manual_seed(0)
+    return MultiHeadAttention(D_MODEL, NUM_HEADS).to(device)
+
+
+@pytest.fixture
+def student_mha(student, reference_mha, device):
+    """The student's MultiHeadAttention holding the reference's parameters."""
+    module = student.new("MultiHeadAttention", D_MODEL, NUM_HEADS)
+    module.method("to", device)
+    module.load_parameters(dict(reference_mha.named_parameters()))
+    return module
