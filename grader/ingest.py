@@ -8,8 +8,10 @@ that cannot run is dropped with a note, and the other cells still run.
 from __future__ import annotations
 
 import ast
+import io
 import json
 import re
+import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,10 +43,12 @@ class Program:
 
 
 def load_submission(path: Path) -> Program:
-    data = _read_bytes(path, MAX_NOTEBOOK_BYTES if path.suffix == ".ipynb" else MAX_SOURCE_BYTES)
+    text = decode_text(_read_bytes(path, MAX_NOTEBOOK_BYTES if path.suffix == ".ipynb" else MAX_SOURCE_BYTES))
+    if not text.strip():
+        raise Ungradable("the file is empty")
     if path.suffix == ".ipynb":
-        return _notebook_program(decode_text(data))
-    return _module_program(decode_text(data), path.name)
+        return _notebook_program(text)
+    return _module_program(text, path.name)
 
 
 def _read_bytes(path: Path, limit: int) -> bytes:
@@ -52,8 +56,6 @@ def _read_bytes(path: Path, limit: int) -> bytes:
     if size > limit:
         raise Ungradable(f"the file is too large ({size} bytes; the limit is {limit})")
     data = path.read_bytes()
-    if not data.strip():
-        raise Ungradable("the file is empty")
     if b"\x00" in data[:8192]:
         raise Ungradable("the file is binary, not Python source or a notebook")
     return data
@@ -81,7 +83,7 @@ def syntax_error(source: str) -> str | None:
     try:
         ast.parse(source)
     except SyntaxError as exc:
-        return f"line {exc.lineno}: {exc.msg}"
+        return f"line {exc.lineno}: {exc.msg}" if exc.lineno else exc.msg
     except (ValueError, RecursionError, MemoryError) as exc:
         return f"{type(exc).__name__}: {exc}"
     return None
@@ -149,13 +151,43 @@ def cell_source(cell: dict) -> str:
 
 
 def strip_magics(source: str) -> tuple[str, str | None]:
-    """Remove IPython magics and shell lines; returns (source, why the cell cannot run)."""
+    """Remove IPython magics and shell lines; returns (source, why the cell cannot run).
+
+    Only a line that starts a statement can be a magic: a ``%`` or ``!`` that continues
+    an expression or sits inside a string is Python. Line numbers are kept, so syntax
+    errors point at the student's line.
+    """
     lines = source.split("\n")
     first = lines[0].strip()
     if first.startswith("%%"):
         magic = first[2:].split(maxsplit=1)[0] if first[2:].strip() else ""
         if magic not in PYTHON_CELL_MAGICS:
             return "", f"is a %%{magic} cell, not Python"
-        lines = lines[1:]
+        lines[0] = ""
+    continued = _continuation_lines("\n".join(lines))
     # Keep the indentation so that a magic inside a block leaves the block valid.
-    return "\n".join(_MAGIC_LINE.sub(r"\1pass  # ", line) for line in lines), None
+    return "\n".join(line if number in continued else _MAGIC_LINE.sub(r"\1pass  # ", line)
+                     for number, line in enumerate(lines, start=1)), None
+
+
+def _continuation_lines(source: str) -> set[int]:
+    """Numbers of lines that continue a statement: inside brackets or a string, or after a backslash."""
+    continued: set[int] = set()
+    depth = 0
+    line_done = True  # the previous line ended a statement (or a blank/comment line)
+    last_line = 0
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(source).readline):
+            row = token.start[0]
+            if row != last_line and not (depth == 0 and line_done):
+                continued.add(row)
+            continued.update(range(row + 1, token.end[0] + 1))  # rows inside a multi-line token
+            last_line = token.end[0]
+            if token.type == tokenize.OP and token.string in "([{":
+                depth += 1
+            elif token.type == tokenize.OP and token.string in ")]}":
+                depth = max(depth - 1, 0)
+            line_done = token.type in (tokenize.NEWLINE, tokenize.NL, tokenize.COMMENT, tokenize.INDENT, tokenize.DEDENT)
+    except (tokenize.TokenError, SyntaxError):
+        pass  # unterminated code: what was seen so far is still right
+    return continued

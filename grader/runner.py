@@ -13,6 +13,7 @@ import os
 import select
 import shutil
 import signal
+import sys
 import tempfile
 import time
 import traceback
@@ -136,6 +137,8 @@ def _silence_stdio() -> None:
     os.dup2(devnull, 1)
     os.dup2(devnull, 2)
     os.close(devnull)
+    # sys.stdout may not be fd 1 (under pytest's capture it is a file of its own).
+    sys.stdout = sys.stderr = open(os.devnull, "w")
 
 
 def _read_until(fd: int, deadline: float) -> bytes:

@@ -141,11 +141,11 @@ class StudentSession:
         if status == Status.NOT_FOUND:
             raise StudentNotFound(str(reply.get("name", label)))
         if status == Status.EXCEPTION:
-            exc = StudentException(label, str(reply.get("type", "Exception")), str(reply.get("message", "")),
-                                   str(reply.get("traceback", "")), reply.get("memory") is True)
-            if exc.memory:
-                exc.message = f"{self.limits.describe_memory()} ({exc.message})"
-            raise exc
+            memory = reply.get("memory") is True
+            message = str(reply.get("message", ""))
+            raise StudentException(label, str(reply.get("type", "Exception")),
+                                   f"{self.limits.describe_memory()} ({message})" if memory else message,
+                                   str(reply.get("traceback", "")), memory)
         raise StudentCrashed(f"{label}: the student process could not serve the request: {reply.get('message', status)}")
 
     def _wrap(self, value: Any) -> Any:

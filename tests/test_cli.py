@@ -1,0 +1,82 @@
+"""The `grade` command as users run it: a real process, its table, its JSON and exit codes."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import nbformat
+import pytest
+
+from tests.conftest import ASSIGNMENT_03, ROOT
+
+pytestmark = pytest.mark.slow
+
+
+def grade(*args: str, cwd=ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "grader.cli", *args], capture_output=True, text=True,
+                          cwd=cwd, timeout=300, env={"COLUMNS": "120", "PATH": "/usr/bin:/bin"})
+
+
+def test_example_submission_prints_the_table_and_writes_the_report(tmp_path):
+    out = tmp_path / "report.json"
+    result = grade("assignments/03", "--submission", "examples/03/submission.py", "--json", str(out))
+    assert result.returncode == 0, result.stderr
+    for part_id in ("split_heads", "combine_heads", "MultiHeadAttention", "total"):
+        assert part_id in result.stdout
+    assert "sqrt(d_model)" in result.stdout  # the example's mistake is named
+    report = json.loads(out.read_text())
+    assert report["schema_version"] == 1 and report["status"] == "graded"
+    assert 0 < report["score"] < report["max_score"]
+
+
+def test_working_copy_is_graded_when_no_submission_is_given(tmp_path):
+    shutil.copytree(ASSIGNMENT_03, tmp_path / "03")
+    result = grade(str(tmp_path / "03"), "--quiet", "--json", str(tmp_path / "r.json"))
+    assert result.returncode == 0 and result.stdout == ""
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["score"] == 0 and report["submission"].endswith("mha.py")
+
+
+def test_notebook_with_more_work_done_is_the_working_copy(tmp_path):
+    shutil.copytree(ASSIGNMENT_03, tmp_path / "03")
+    path = tmp_path / "03" / "mha.ipynb"
+    notebook = nbformat.read(path, as_version=4)
+    cell = next(c for c in notebook.cells if c.source.startswith("def combine_heads"))
+    cell.source = "def combine_heads(x):\n    return x.transpose(1, 2).flatten(2)\n"
+    nbformat.write(notebook, path)
+    result = grade(str(tmp_path / "03"), "--quiet", "--json", str(tmp_path / "r.json"))
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert result.returncode == 0 and report["submission"].endswith("mha.ipynb")
+    assert next(p for p in report["parts"] if p["id"] == "combine_heads")["score"] > 0
+
+
+@pytest.mark.parametrize("args, message", [
+    (("assignments/99",), "not an assignment"),
+    (("assignments/03", "--submission", "no/such/file.py"), "no such submission"),
+    (("assignments/03", "--device", "gpu"), "invalid choice"),
+])
+def test_bad_arguments_exit_2_with_a_message(args, message):
+    result = grade(*args)
+    assert result.returncode == 2 and message in result.stderr
+
+
+def test_ungradable_submission_still_exits_0_and_says_why(tmp_path):
+    broken = tmp_path / "broken.py"
+    broken.write_text("def split_heads(x, h):\n    return x.view(\n")
+    result = grade("assignments/03", "--submission", str(broken))
+    assert result.returncode == 0
+    assert "Not gradable" in result.stdout and "syntax error" in result.stdout
+
+
+def test_notebook_check_detects_a_stale_notebook(tmp_path):
+    shutil.copytree(ASSIGNMENT_03, tmp_path / "03")
+    assert grade("notebook", str(tmp_path / "03"), "--check").returncode == 0
+    with open(tmp_path / "03" / "mha.py", "a") as module:
+        module.write("\n\ndef helper():\n    pass\n")
+    stale = grade("notebook", str(tmp_path / "03"), "--check")
+    assert stale.returncode == 1 and "out of date" in stale.stderr
+    assert grade("notebook", str(tmp_path / "03")).returncode == 0
+    assert grade("notebook", str(tmp_path / "03"), "--check").returncode == 0

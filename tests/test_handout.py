@@ -1,0 +1,77 @@
+"""The handout is one source of truth: notebook, public tests and hidden suite agree with it."""
+
+from __future__ import annotations
+
+import ast
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from grader.assignment import Assignment
+from grader.handout import notebook_is_current, render_notebook
+from grader.ingest import load_submission
+from reference import as_submission
+
+ASSIGNMENTS = sorted(p.parent for p in (Path(__file__).resolve().parent.parent / "assignments").glob("*/assignment.toml"))
+REFERENCE_MODULE = {"03": "multihead"}
+
+
+@pytest.fixture(params=ASSIGNMENTS, ids=lambda p: p.name)
+def assignment(request) -> Assignment:
+    return Assignment.load(request.param)
+
+
+def test_notebook_is_generated_from_the_stub_module(assignment):
+    assert notebook_is_current(assignment), f"run: grade notebook {assignment.directory}"
+
+
+def test_notebook_generation_is_reproducible(assignment):
+    assert render_notebook(assignment) == render_notebook(assignment)
+
+
+def test_notebook_holds_the_same_code_as_the_module(assignment):
+    module_defs = {n.name for n in ast.parse(assignment.module_path.read_text()).body if hasattr(n, "name")}
+    notebook_code = "\n".join(cell.source for cell in load_submission(assignment.notebook_path).cells)
+    notebook_defs = {n.name for n in ast.parse(notebook_code).body if hasattr(n, "name")}
+    assert notebook_defs == module_defs
+
+
+def test_stub_defines_every_part_and_each_raises_not_implemented(assignment):
+    tree = ast.parse(assignment.module_path.read_text())
+    defined = {node.name: node for node in tree.body if hasattr(node, "name")}
+    assert set(assignment.parts) <= defined.keys()
+    for name in assignment.parts:
+        raises = [n for n in ast.walk(defined[name]) if isinstance(n, ast.Raise)]
+        assert any("NotImplementedError" in ast.unparse(r) for r in raises), name
+
+
+def test_hidden_suite_grades_exactly_the_contract_parts(assignment):
+    marked = set()
+    for path in assignment.hidden_suite.glob("test_*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and ast.unparse(node.func).endswith("mark.part"):
+                marked.add(ast.literal_eval(node.args[0]))
+    assert marked == set(assignment.parts)
+
+
+def _run_public_tests(assignment: Assignment, module_source: str, tmp_path: Path) -> subprocess.CompletedProcess:
+    for path in assignment.directory.glob("test_*.py"):
+        shutil.copy(path, tmp_path)
+    (tmp_path / assignment.module).write_text(module_source)
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=120)
+
+
+@pytest.mark.slow
+def test_public_tests_pass_on_the_reference(assignment, tmp_path):
+    result = _run_public_tests(assignment, as_submission(REFERENCE_MODULE[assignment.id]), tmp_path)
+    assert result.returncode == 0, result.stdout[-2000:]
+
+
+@pytest.mark.slow
+def test_public_tests_fail_on_the_untouched_stub(assignment, tmp_path):
+    result = _run_public_tests(assignment, assignment.module_path.read_text(), tmp_path)
+    assert result.returncode == 1 and "NotImplementedError" in result.stdout

@@ -1,0 +1,169 @@
+"""The student's process: limits, isolation and recovery, driven through StudentSession."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+import reference
+from grader.ingest import Cell, Program
+from grader.sandbox.limits import Limits
+from grader.sandbox.session import (
+    StudentCrashed,
+    StudentException,
+    StudentNotFound,
+    StudentSession,
+    StudentTimeout,
+)
+from grader.sandbox.zygote import Zygote
+
+LIMITS = Limits(call_timeout_s=2.0, cell_timeout_s=1.0, memory_bytes=1 * 2**30, output_bytes=1000)
+
+
+@pytest.fixture
+def session_for():
+    """session_for(*cell_sources, kind="notebook") -> a StudentSession; all cleaned up after."""
+    opened = []
+
+    def make(*sources: str, kind: str = "notebook", limits: Limits = LIMITS) -> StudentSession:
+        program = Program(kind, tuple(Cell(source, f"cell {i + 1}") for i, source in enumerate(sources)))
+        scratch = Path(tempfile.mkdtemp())
+        zygote = Zygote.start(program, limits, "cpu", scratch, (str(reference.PACKAGE_DIR),))
+        session = StudentSession(zygote, program, limits)
+        opened.append((session, zygote, scratch))
+        return session
+
+    yield make
+    for session, zygote, scratch in opened:
+        session.close()
+        zygote.stop()
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+
+
+def test_call_returns_tensors_and_keeps_objects_in_the_child(session_for):
+    session = session_for("import torch\ndef double(x):\n    return 2 * x\nmodel = torch.nn.Linear(3, 2)\n"
+                          "def get():\n    return model\n")
+    assert torch.equal(session.call("double", torch.ones(2)), torch.full((2,), 2.0))
+    model = session.call("get")
+    assert model.inspect()["parameters"] == {"weight": [2, 3], "bias": [2]}
+    assert model(torch.zeros(1, 3)).shape == (1, 2)
+
+
+def test_exceptions_keep_type_message_and_student_frames_only(session_for):
+    session = session_for("def bad():\n    raise ValueError('D % H != 0')\n")
+    with pytest.raises(StudentException) as info:
+        session.call("bad")
+    assert (info.value.type_name, info.value.message) == ("ValueError", "D % H != 0")
+    assert "cell 1" in info.value.traceback and "_child.py" not in info.value.traceback
+
+
+def test_undefined_name_is_not_found(session_for):
+    with pytest.raises(StudentNotFound):
+        session_for("x = 1\n").call("split_heads")
+
+
+def test_sleeping_call_times_out_and_a_fresh_child_serves_the_next(session_for):
+    session = session_for("import time\ndef slow():\n    time.sleep(60)\ndef fast():\n    return 1\n")
+    started = time.monotonic()
+    with pytest.raises(StudentTimeout, match="time limit of 2 s"):
+        session.call("slow")
+    assert time.monotonic() - started < 5
+    assert session.call("fast") == 1
+
+
+def test_memory_limit_stops_a_huge_allocation_with_a_clear_message(session_for):
+    session = session_for("import torch\ndef hog():\n    return torch.empty(4 * 2**30, dtype=torch.uint8).fill_(1)\n"
+                          "def fine():\n    return 3\n")
+    with pytest.raises(StudentException, match="memory limit of 1 GiB exceeded"):
+        session.call("hog")
+    assert session.call("fine") == 3
+
+
+def test_output_is_captured_once_and_truncated(session_for):
+    session = session_for("print('loading')\ndef chatty():\n    print('x' * 5000)\n    return 0\n",
+                          "import os\nos._exit(1)\n")
+    session.call("chatty")
+    session.close()
+    output = session.output()
+    assert output.count("loading") == 1
+    assert output.startswith("loading\n") and "[output truncated after 1e+03 B]" in output
+
+
+def test_no_process_outlives_the_session(session_for):
+    session = session_for("import subprocess, os\n"
+                          "p = subprocess.Popen(['sleep', '300'])\n"
+                          "def pids():\n    return (os.getpid(), p.pid)\n")
+    child, grandchild = session.call("pids")
+    assert _alive(child) and _alive(grandchild)
+    session.close()
+    deadline = time.monotonic() + 2
+    while (_alive(child) or _alive(grandchild)) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not _alive(child) and not _alive(grandchild)
+
+
+def test_child_inherits_no_descriptor_of_the_grader(session_for):
+    read_end, write_end = os.pipe()  # stands for the pipe that carries results to the grader
+    try:
+        session = session_for("import os\ndef fds():\n    return sorted(int(f) for f in os.listdir('/proc/self/fd'))\n")
+        fds = session.call("fds")
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+    # stdin, stdout, stderr, the connection to the grader, and the listdir handle itself.
+    assert len(fds) <= 5 and write_end not in fds[4:]
+
+
+def test_child_runs_in_scratch_with_a_scrubbed_environment_and_no_reference(session_for, monkeypatch):
+    monkeypatch.setenv("GRADER_SECRET", "hunter2")
+    session = session_for(
+        "import os, importlib.util, sys\n"
+        "def where():\n    return os.getcwd()\n"
+        "def env():\n    return sorted(os.environ)\n"
+        "def can_import_reference():\n"
+        "    try:\n        import reference.multihead\n        return True\n"
+        "    except ImportError:\n        return False\n")
+    assert "child-" in session.call("where")
+    assert "GRADER_SECRET" not in session.call("env")
+    assert session.call("can_import_reference") is False
+
+
+def test_cell_that_kills_the_process_is_skipped_and_later_cells_run(session_for):
+    session = session_for("a = 1\n", "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n",
+                          "def value():\n    return a + 1\n")
+    assert session.call("value") == 2
+    assert any("cell 2" in note and "segmentation fault" in note for note in session.notes)
+
+
+def test_module_that_exits_at_import_defines_nothing(session_for):
+    session = session_for("import os\nos._exit(0)\ndef f():\n    return 1\n", kind="module")
+    with pytest.raises(StudentNotFound):
+        session.call("f")
+    assert any("exit code 0" in note for note in session.notes)
+
+
+def test_forged_reply_is_rejected(session_for):
+    session = session_for(
+        "import socket, os, struct, json\n"
+        "def forge():\n"
+        "    for fd in range(3, 64):\n"
+        "        try:\n            s = socket.socket(fileno=os.dup(fd))\n        except OSError:\n            continue\n"
+        "        header = b'{\"status\": \"ok\", \"value\": {\"$evil\": 1}}'\n"
+        "        s.sendall(struct.pack('>QQ', len(header), 0) + header)\n"
+        "    import time; time.sleep(60)\n")
+    with pytest.raises(StudentCrashed, match="invalid reply"):
+        session.call("forge")
