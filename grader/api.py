@@ -93,6 +93,10 @@ def build_report(
             score=float(test["points"]) if passed else 0.0, max_score=float(test["points"]),
         )))
     parts = scoring.score_parts(assignment.parts, tests)
+    internal = [test for test in result["tests"] if test.get("internal")]
+    if internal and status == Status.GRADED:
+        # The scores stand for the other tests, but the report must be regraded.
+        status, error = Status.GRADER_ERROR, f"{len(internal)} test(s) failed inside the grader: {internal[0]['message']}"
     if status != Status.GRADED:
         for part in parts:
             part.hint = error

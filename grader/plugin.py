@@ -53,8 +53,9 @@ def classify(exc: BaseException | None) -> dict[str, Any]:
     if isinstance(exc, StudentCrashed):
         return {"outcome": Outcome.ERROR, "message": str(exc), "hint": None}
     # Anything else is a bug in the hidden suite or the grader, not the student's fault.
-    return {"outcome": Outcome.ERROR, "message": f"internal grader error ({type(exc).__name__}); "
-            "please report it to the course staff", "hint": None, "internal": True}
+    return {"outcome": Outcome.ERROR, "hint": None, "internal": True,
+            "message": f"internal grader error ({type(exc).__name__}: {str(exc)[:200]}); "
+                       "please report it to the course staff"}
 
 
 class GradingPlugin:

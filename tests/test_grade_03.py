@@ -169,3 +169,16 @@ def test_ungradable_submission_gets_a_report_with_every_part(grade_source, conte
     assert_valid(report)
     assert report.status == Status.UNGRADABLE and error in report.error
     assert [p.id for p in report.parts] == list(PARTS) and report.max_score > 0 and report.score == 0
+
+
+def test_a_fault_in_the_hidden_suite_is_a_grader_error_not_the_students(grade_source, monkeypatch):
+    from reference.hidden.a03 import variants as module
+
+    # The suite process is forked from this one, so the broken helper is what it runs.
+    monkeypatch.setattr(module, "split_without_transpose", lambda x, h: 1 / 0)
+    report = grade_source(REFERENCE)
+    assert_valid(report)
+    assert report.status == Status.GRADER_ERROR and "ZeroDivisionError" in report.error
+    values = next(t for t in part(report, "split_heads").tests if t.name == "test_split_heads_values")
+    assert values.outcome == "error" and "internal grader error" in values.message
+    assert part(report, "combine_heads").score == part(report, "combine_heads").max_score
