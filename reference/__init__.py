@@ -11,6 +11,15 @@ import ast
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent
+# The reference module that solves each assignment (its handout is assignments/<id>/).
+MODULE_FOR_ASSIGNMENT = {
+    "01": "attention",
+    "02": "masks",
+    "03": "multihead",
+    "04": "positions",
+    "05": "layers",
+    "06": "training",
+}
 
 
 def _module_source(name: str) -> str:

@@ -167,3 +167,36 @@ def test_forged_reply_is_rejected(session_for):
         "    import time; time.sleep(60)\n")
     with pytest.raises(StudentCrashed, match="invalid reply"):
         session.call("forge")
+
+
+@pytest.mark.parametrize("call", [
+    "torch.softmax(x, -1)", "F.softmax(x, dim=-1)", "nn.Softmax(dim=-1)(x)", "x.softmax(-1)",
+    "sm(x, -1)", "torch.log_softmax(x, -1).exp()", "torch.special.softmax(x, -1)",
+    "torch.ops.aten._softmax(x, -1, False)",
+])
+def test_watching_sees_a_builtin_softmax_however_it_is_called(session_for, call):
+    session = session_for("import torch\nimport torch.nn.functional as F\nfrom torch import nn\n"
+                          "from torch.nn.functional import softmax as sm\n"
+                          f"def softmax(x, dim=-1):\n    return {call}\n"
+                          "def by_hand(x, dim=-1):\n    e = (x - x.amax(dim, keepdim=True)).exp()\n"
+                          "    return e / e.sum(dim, keepdim=True)\n")
+    watched = {"softmax", "log_softmax", "_softmax", "_log_softmax", "special_softmax"}
+    with session.watching(watched) as seen:
+        session.call("softmax", torch.randn(2, 3))
+    assert seen and set(seen) <= watched
+    with session.watching(watched) as seen:
+        session.call("by_hand", torch.randn(2, 3))
+    assert seen == []
+
+
+def test_defined_helpers_build_objects_the_student_code_can_use(session_for):
+    session = session_for("def step(model, optimizer, x):\n    optimizer.zero_grad()\n"
+                          "    loss = model(x).pow(2).sum()\n    loss.backward()\n    optimizer.step()\n"
+                          "    return loss.item()\n")
+    helpers = session.define("stock", "import torch\ndef make():\n    torch.manual_seed(0)\n"
+                                      "    model = torch.nn.Linear(4, 1)\n"
+                                      "    return model, torch.optim.SGD(model.parameters(), lr=0.01)\n")
+    model, optimizer = helpers.method("make")
+    x = torch.randn(8, 4)
+    losses = [session.call("step", model, optimizer, x) for _ in range(5)]
+    assert all(later < earlier for earlier, later in zip(losses, losses[1:]))

@@ -23,6 +23,7 @@ import types
 from pathlib import Path
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 from grader.ingest import Program
 from grader.sandbox import protocol
@@ -217,8 +218,10 @@ class _Server:
             if op is None:
                 return {"status": Status.BAD_REQUEST, "message": f"unknown op {header.get('op')!r}"}, {}
             encoder = protocol.Encoder(to_handle=self._handle_for)
-            value = op(header, tensors)
-            return {"status": Status.OK, "value": encoder.encode(value)}, encoder.tensors
+            watcher = _OpWatcher(header.get("watch") or ())
+            with watcher:
+                value = op(header, tensors)
+            return {"status": Status.OK, "value": encoder.encode(value), "ops": watcher.seen}, encoder.tensors
         except _NotFound as exc:
             return {"status": Status.NOT_FOUND, "name": str(exc)}, {}
         except BaseException as exc:
@@ -263,6 +266,12 @@ class _Server:
             "param_grads": {name: param.grad for name, param in params.items() if param.grad is not None},
         }
 
+    def _op_define(self, header: dict, tensors: dict):
+        """Run grader-provided helper source (a stock model, say) in a module of its own."""
+        module = types.ModuleType(f"grader_helper_{header['name']}")
+        exec(compile(header["source"], f"<grader helper {header['name']}>", "exec"), module.__dict__)
+        return module
+
     def _op_getattr(self, header: dict, tensors: dict):
         return getattr(self._objects[header["handle"]], header["name"])
 
@@ -290,3 +299,27 @@ class _Server:
 
 class _NotFound(Exception):
     pass
+
+
+class _OpWatcher(TorchFunctionMode):
+    """Records which of the watched torch functions run, by name, whichever way they are
+    reached (``torch.softmax``, ``F.softmax``, ``nn.Softmax``, a method, an alias, or
+    ``torch.ops.aten._softmax``). A function mode costs ~2 ms; a dispatch mode would
+    lazily import torch._dynamo in every child (~1.6 s)."""
+
+    def __init__(self, names):
+        super().__init__()
+        self._names = frozenset(names)
+        self.seen: list[str] = []
+
+    def __enter__(self):
+        return super().__enter__() if self._names else self
+
+    def __exit__(self, *exc_info):
+        return super().__exit__(*exc_info) if self._names else None
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        name = getattr(func, "__name__", "")
+        if name in self._names and name not in self.seen:
+            self.seen.append(name)
+        return func(*args, **(kwargs or {}))

@@ -16,6 +16,8 @@ import os
 import signal
 import stat
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,6 +77,7 @@ class StudentSession:
         self._output_truncated = False
         self._load_failed: str | None = None
         self._printed_through = -1  # highest cell index whose output is already collected
+        self._watch: tuple[set[str], list[str]] | None = None  # see watching()
 
     # ---- the API hidden tests use --------------------------------------------------------
 
@@ -86,6 +89,23 @@ class StudentSession:
         if not isinstance(obj, RemoteObject):
             raise StudentCrashed(f"{class_name}(...) did not return an object")
         return obj
+
+    def define(self, name: str, source: str) -> RemoteObject:
+        """Run grader-provided helper code (not secret: e.g. a stock model) in the child;
+        returns its module, whose functions and classes build objects there."""
+        return self._request({"op": "define", "name": name, "source": source}, f"grader helper {name}", (), {})
+
+    @contextmanager
+    def watching(self, ops: set[str]) -> Iterator[list[str]]:
+        """Within the block, record which of these torch functions (by ``__name__``, e.g.
+        ``softmax``, ``_softmax``, ``special_softmax``) the student's code runs; yields the
+        list, filled as calls return."""
+        seen: list[str] = []
+        previous, self._watch = self._watch, (set(ops), seen)
+        try:
+            yield seen
+        finally:
+            self._watch = previous
 
     def has(self, name: str) -> bool:
         return bool(self._request({"op": "has", "name": name}, name, (), {}))
@@ -122,11 +142,16 @@ class StudentSession:
                       kwargs=encoder.encode({k: _unwrap(v) for k, v in kwargs.items()}))
         for key, value in (extra or {}).items():
             header[key] = encoder.encode(value)
+        if self._watch:
+            header["watch"] = sorted(self._watch[0])
         deadline = time.monotonic() + self.limits.call_timeout_s
         try:
             protocol.send(child.sock, header, encoder.tensors)
             reply, tensors = protocol.recv(child.sock, deadline)
             status = reply.get("status")
+            if self._watch and isinstance(reply.get("ops"), list):
+                watched, seen = self._watch
+                seen.extend(op for op in reply["ops"] if op in watched and op not in seen)
             if status == Status.OK:
                 return self._wrap(protocol.decode(reply.get("value"), tensors))
         except Deadline:
