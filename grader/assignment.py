@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import tomllib
 from dataclasses import dataclass
+from importlib.util import find_spec
 from pathlib import Path
 
-import reference
-
-HIDDEN_SUITES = reference.PACKAGE_DIR / "hidden"
+# Located, not imported: the grader process forks the student's, which must not inherit
+# the reference package (one attribute away from the solutions' source).
+REFERENCE_DIR = Path(find_spec("reference").submodule_search_locations[0]).resolve()
+HIDDEN_SUITES = REFERENCE_DIR / "hidden"
 
 
 class AssignmentError(Exception):

@@ -23,9 +23,9 @@ from pathlib import Path
 import pytest
 import torch
 
-import reference
+from grader import warm  # noqa: F401  (imports torch makes lazily, once per grader process)
 
-from grader.assignment import Assignment
+from grader.assignment import REFERENCE_DIR, Assignment
 from grader.ingest import Program
 from grader.plugin import GradingPlugin
 from grader.sandbox.limits import Limits
@@ -51,7 +51,7 @@ def run_suite(assignment: Assignment, program: Program | None, limits: Limits, d
     try:
         if program is not None:
             # Before pytest imports the reference or runs any op: the zygote must be clean.
-            zygote = Zygote.start(program, limits, device, scratch_root, (str(reference.PACKAGE_DIR),))
+            zygote = Zygote.start(program, limits, device, scratch_root, (str(REFERENCE_DIR),))
             session = StudentSession(zygote, program, limits)
         torch.set_num_threads(1)
         grading = GradingPlugin(session, torch.device(device))
