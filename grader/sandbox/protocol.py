@@ -107,8 +107,8 @@ def recv(
         raise ProtocolError(f"message too large ({header_len} + {payload_len} bytes)")
     try:
         header = json.loads(_recv_exactly(sock, header_len, deadline))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ProtocolError(f"header is not JSON: {exc}") from None
+    except (ValueError, RecursionError) as exc:  # bad JSON or UTF-8, huge ints, deep nesting
+        raise ProtocolError(f"header is not acceptable JSON: {type(exc).__name__}") from None
     if not isinstance(header, dict):
         raise ProtocolError("header is not a JSON object")
     tensors: dict[str, torch.Tensor] = {}
@@ -187,10 +187,14 @@ def decode(value: Any, tensors: dict[str, torch.Tensor], *, max_depth: int = 64)
     if not isinstance(value, dict) or len(value) == 0:
         raise ProtocolError(f"unexpected value {str(value)[:80]!r}")
     if "$tensor" in value:
-        tensor = tensors.get(value["$tensor"])
+        tensor = tensors.get(value["$tensor"]) if isinstance(value["$tensor"], str) else None
         if type(tensor) is not torch.Tensor:
             raise ProtocolError(f"missing tensor {str(value['$tensor'])[:40]!r}")
-        tensor = tensor.to(_parse_device(value.get("device", "cpu")))
+        device = _parse_device(value.get("device", "cpu"))
+        try:
+            tensor = tensor.to(device)
+        except (RuntimeError, AssertionError):  # no such CUDA device here
+            raise ProtocolError(f"device {device} is not available") from None
         if value.get("requires_grad") is True and tensor.is_floating_point():
             tensor.requires_grad_(True)
         return tensor
@@ -203,9 +207,9 @@ def decode(value: Any, tensors: dict[str, torch.Tensor], *, max_depth: int = 64)
                 raise ProtocolError("malformed dict entry")
             result[pair[0]] = decode(pair[1], tensors, max_depth=max_depth - 1)
         return result
-    if "$handle" in value and isinstance(value["$handle"], int):
+    if "$handle" in value and type(value["$handle"]) is int:
         return Handle(value["$handle"], str(value.get("type", "object"))[:200])
-    if "$dtype" in value and value["$dtype"] in _DTYPES:
+    if "$dtype" in value and isinstance(value["$dtype"], str) and value["$dtype"] in _DTYPES:
         return _DTYPES[value["$dtype"]]
     if "$device" in value:
         return _parse_device(value["$device"])
