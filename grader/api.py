@@ -8,7 +8,9 @@ where the report is written: :meth:`grader.report.GradeReport.write_json`.
 
 from __future__ import annotations
 
+import hashlib
 import time
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
@@ -19,7 +21,7 @@ from grader.assignment import Assignment
 from grader.ingest import Program, Ungradable, load_submission
 from grader.plugin import Outcome
 from grader.report import GradeReport, Status, TestResult
-from grader.runner import SANDBOX_LAYERS, SuiteError, run_in_fork, run_suite
+from grader.runner import SANDBOX_LAYERS, ForkedRun, SuiteError, run_suite
 from grader.sandbox.limits import Limits
 
 DEFAULT_TOTAL_TIMEOUT_S = 900.0
@@ -51,7 +53,67 @@ def grade(
     limits: Limits = Limits(),
     total_timeout_s: float = DEFAULT_TOTAL_TIMEOUT_S,
 ) -> GradeReport:
-    """Grade one submission (default: the student's working copy in the assignment)."""
+    """Grade one submission (default: the student's working copy in the assignment).
+
+    Call it from a process that has not run multi-threaded torch ops (the grader forks
+    from it; see NOTES on OpenMP), such as the ``grade`` command.
+    """
+    pending = start_grading(assignment, submission, device=device, limits=limits, total_timeout_s=total_timeout_s)
+    pending.wait()
+    return pending.finish()
+
+
+@dataclass(eq=False)  # identity: pending grades are dict keys in batch grading
+class PendingGrade:
+    """A submission being graded in a forked process; ``select`` on it, then :meth:`finish`."""
+
+    assignment: Assignment
+    submission: str
+    sha256: str
+    status: str
+    error: str | None
+    device: str
+    started: float
+    run: ForkedRun
+
+    def fileno(self) -> int:
+        return self.run.fileno()
+
+    def poll(self) -> bool:
+        return self.run.poll()
+
+    def wait(self) -> None:
+        self.run.wait()
+
+    @property
+    def deadline(self) -> float:
+        return self.run.deadline
+
+    def finish(self) -> GradeReport:
+        status, error = self.status, self.error
+        try:
+            result = self.run.result()
+        except SuiteError as exc:
+            status, error = Status.GRADER_ERROR, str(exc)
+            result = {"tests": [], "notes": [], "output": ""}
+        report = build_report(self.assignment, self.submission, status, error, result, self.device,
+                              time.monotonic() - self.started)
+        report.submission_sha256 = self.sha256
+        return report
+
+    def cancel(self) -> None:
+        self.run.close()
+
+
+def start_grading(
+    assignment: Assignment | str | Path,
+    submission: str | Path | None = None,
+    *,
+    device: str = "auto",
+    limits: Limits = Limits(),
+    total_timeout_s: float = DEFAULT_TOTAL_TIMEOUT_S,
+) -> PendingGrade:
+    """Load the submission and start its hidden suite in a forked process; returns at once."""
     started = time.monotonic()
     if not isinstance(assignment, Assignment):
         assignment = Assignment.load(assignment)
@@ -67,15 +129,17 @@ def grade(
         error = str(exc)
     except OSError as exc:
         error = f"the file cannot be read: {exc.strerror or exc}"
+    run = ForkedRun(lambda: run_suite(assignment, program, limits, device), total_timeout_s)
+    return PendingGrade(assignment, str(submission if submission is not None else path), file_sha256(path),
+                        Status.GRADED if program else Status.UNGRADABLE, error, device, started, run)
 
-    status = Status.GRADED if program else Status.UNGRADABLE
+
+def file_sha256(path: Path) -> str:
+    """The content hash batch grading uses to tell a changed submission; "" if unreadable."""
     try:
-        result = run_in_fork(lambda: run_suite(assignment, program, limits, device), total_timeout_s)
-    except SuiteError as exc:
-        status, error = Status.GRADER_ERROR, str(exc)
-        result = {"tests": [], "notes": [], "output": ""}
-    return build_report(assignment, str(submission if submission is not None else path), status, error,
-                        result, device, time.monotonic() - started)
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return ""
 
 
 def build_report(

@@ -2,6 +2,7 @@
 
     grade assignments/03                           # grade your working copy
     grade assignments/03 --submission hw.ipynb --json report.json
+    grade batch assignments/03 submissions/ --out results/ [--jobs N] [--force]
     grade notebook assignments/03 [--check]        # regenerate the handout notebook
 
 Exit status: 0 when grading ran, whatever the score; 1 when the grader failed; 2 for bad
@@ -11,7 +12,10 @@ arguments (unknown assignment, missing file).
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
+import time
 from pathlib import Path
 
 from rich.console import Console
@@ -21,17 +25,40 @@ EXIT_OK, EXIT_GRADER_ERROR, EXIT_USAGE = 0, 1, 2
 
 def _grade_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="grade", description="Grade a submission of a Transformer course assignment.",
-                                     epilog="Other commands: grade notebook ASSIGNMENT [--check]")
+                                     epilog="Other commands: grade batch ASSIGNMENT FOLDER --out DIR; "
+                                            "grade notebook ASSIGNMENT [--check]")
     parser.add_argument("assignment", type=Path, help="the assignment directory, e.g. assignments/03")
     parser.add_argument("--submission", type=Path, help=".py or .ipynb to grade (default: your working copy)")
     parser.add_argument("--json", type=Path, metavar="FILE", help="write the JSON report here")
+    _add_limit_options(parser)
+    parser.add_argument("--quiet", "-q", action="store_true", help="print nothing; use with --json")
+    parser.add_argument("--verbose", "-v", action="store_true", help="also show every failing test and your output")
+    return parser
+
+
+def _add_limit_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
                         help="where to run (auto: CUDA when available)")
     parser.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
-                        help="time limit per call into your code and per notebook cell (default 10)")
-    parser.add_argument("--memory", type=float, default=4.0, metavar="GIB", help="memory limit of your code (default 4)")
-    parser.add_argument("--quiet", "-q", action="store_true", help="print nothing; use with --json")
-    parser.add_argument("--verbose", "-v", action="store_true", help="also show every failing test and your output")
+                        help="time limit per call into student code and per notebook cell (default 10)")
+    parser.add_argument("--memory", type=float, default=4.0, metavar="GIB",
+                        help="memory limit of the student's code (default 4)")
+
+
+def _limits(args: argparse.Namespace):
+    from grader.sandbox.limits import Limits
+
+    return Limits(call_timeout_s=args.timeout, cell_timeout_s=args.timeout, memory_bytes=int(args.memory * 2**30))
+
+
+def _batch_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="grade batch", description="Grade every submission in a folder.")
+    parser.add_argument("assignment", type=Path, help="the assignment directory, e.g. assignments/03")
+    parser.add_argument("folder", type=Path, help="the submissions (.py, .ipynb; sub-folders allowed)")
+    parser.add_argument("--out", type=Path, required=True, help="results folder: reports/, summary.json, grades.csv")
+    parser.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 1, help="submissions graded at once")
+    parser.add_argument("--force", action="store_true", help="regrade submissions whose report is up to date")
+    _add_limit_options(parser)
     return parser
 
 
@@ -47,6 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     console = Console(stderr=True)
     if argv[:1] == ["notebook"]:
         return _notebook(_notebook_parser().parse_args(argv[1:]), console)
+    if argv[:1] == ["batch"]:
+        return _batch(_batch_parser().parse_args(argv[1:]), console)
     return _grade(_grade_parser().parse_args(argv), console)
 
 
@@ -55,14 +84,12 @@ def _grade(args: argparse.Namespace, console: Console) -> int:
     from grader.assignment import AssignmentError
     from grader.render import render_report
     from grader.report import Status
-    from grader.sandbox.limits import Limits
 
     if args.submission is not None and not args.submission.is_file():
         console.print(f"[red]error:[/] no such submission file: {args.submission}")
         return EXIT_USAGE
-    limits = Limits(call_timeout_s=args.timeout, cell_timeout_s=args.timeout, memory_bytes=int(args.memory * 2**30))
     try:
-        report = grade(args.assignment, args.submission, device=args.device, limits=limits)
+        report = grade(args.assignment, args.submission, device=args.device, limits=_limits(args))
     except (AssignmentError, ValueError) as exc:
         console.print(f"[red]error:[/] {exc}")
         return EXIT_USAGE
@@ -71,6 +98,51 @@ def _grade(args: argparse.Namespace, console: Console) -> int:
     if not args.quiet:
         Console().print(render_report(report, verbose=args.verbose))
     return EXIT_GRADER_ERROR if report.status == Status.GRADER_ERROR else EXIT_OK
+
+
+def _batch(args: argparse.Namespace, console: Console) -> int:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    from grader.assignment import AssignmentError
+    from grader.batch import grade_batch, write_outputs
+    from grader.render import summary_table
+
+    if not args.folder.is_dir():
+        console.print(f"[red]error:[/] no such folder: {args.folder}")
+        return EXIT_USAGE
+    out = Console()
+    progress = Progress(TextColumn("grading"), BarColumn(), MofNCompleteColumn(),
+                        TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), TimeRemainingColumn(),
+                        console=out, disable=not out.is_terminal)
+    task = progress.add_task("grading", total=None, rate="")
+    started = time.monotonic()
+
+    def on_start(total: int, up_to_date: int) -> None:
+        progress.update(task, total=total, completed=up_to_date)
+
+    graded_now = 0
+
+    def on_report(path: Path, report) -> None:
+        nonlocal graded_now
+        graded_now += 1
+        progress.update(task, advance=1, rate=f"{(time.monotonic() - started) / graded_now:.2f} s each")
+
+    try:
+        with progress:
+            result = grade_batch(args.assignment, args.folder, args.out, jobs=args.jobs, device=args.device,
+                                 limits=_limits(args), force=args.force, on_start=on_start, on_report=on_report)
+    except (AssignmentError, ValueError) as exc:
+        console.print(f"[red]error:[/] {exc}")
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        console.print("interrupted: the reports written so far are kept; run the same command to resume")
+        return 130
+    summary = write_outputs(result, args.out)
+    if out.is_terminal:
+        out.print(summary_table(summary))
+    else:
+        print(json.dumps(summary))
+    return EXIT_GRADER_ERROR if summary["counts"]["grader_error"] else EXIT_OK
 
 
 def _notebook(args: argparse.Namespace, console: Console) -> int:

@@ -42,7 +42,12 @@ class Program:
     notes: tuple[str, ...] = field(default=())
 
 
+SUBMISSION_SUFFIXES = (".py", ".ipynb")
+
+
 def load_submission(path: Path) -> Program:
+    if path.suffix not in SUBMISSION_SUFFIXES:
+        raise Ungradable(f"{path.name} is not a submission: expected a .py or .ipynb file")
     text = decode_text(_read_bytes(path, MAX_NOTEBOOK_BYTES if path.suffix == ".ipynb" else MAX_SOURCE_BYTES))
     if not text.strip():
         raise Ungradable("the file is empty")

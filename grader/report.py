@@ -59,6 +59,7 @@ class GradeReport:
     notes: list[str] = field(default_factory=list)  # about loading: cells skipped, exceptions
     output: str = ""  # what the submission printed, truncated
     sandbox: list[str] = field(default_factory=list)  # isolation layers that were active
+    submission_sha256: str = ""  # of the file's bytes; batch grading skips unchanged files
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict:

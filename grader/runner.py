@@ -93,43 +93,93 @@ def _run_pytest(suite: Path, grading: GradingPlugin, collect_only: bool) -> list
     return [{**item, **results.get(item["nodeid"], {})} for item in grading.collected]
 
 
-def run_in_fork(function: Callable[[], dict], timeout_s: float) -> dict:
-    """Run ``function`` in a forked process; return its JSON result or raise :class:`SuiteError`."""
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the trusted suite process
-        os.close(read_end)
-        code = 0
+class ForkedRun:
+    """``function`` running in a forked process, its JSON result coming back over a pipe.
+
+    Non-blocking, so one process can drive many (batch grading ``select``s on
+    :meth:`fileno`); :meth:`wait` blocks.
+    """
+
+    def __init__(self, function: Callable[[], dict], timeout_s: float):
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the trusted suite process
+            os.close(read_end)
+            _serve_result(function, write_end)
+        os.close(write_end)
+        self.pid = pid
+        self.deadline = time.monotonic() + timeout_s
+        self._timeout_s = timeout_s
+        self._fd = read_end
+        self._chunks: list[bytes] = []
+        self._done = False
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def poll(self) -> bool:
+        """Read what is there without blocking; True once the whole result is in."""
+        while not self._done:
+            readable, _, _ = select.select([self._fd], [], [], 0)
+            if not readable:
+                break
+            chunk = os.read(self._fd, 1 << 20)
+            if chunk:
+                self._chunks.append(chunk)
+            else:
+                self._done = True
+        return self._done
+
+    def wait(self) -> None:
+        """Block until the result is in or the deadline passes."""
+        while not self.poll() and time.monotonic() < self.deadline:
+            select.select([self._fd], [], [], max(self.deadline - time.monotonic(), 0))
+
+    def result(self) -> dict:
+        """The function's result; raises :class:`SuiteError` if it failed or ran too long."""
         try:
-            if not os.environ.get("GRADER_DEBUG"):
-                _silence_stdio()
-            result = {"result": function()}
-        except SuiteError as exc:
-            result = {"error": str(exc)}
-        except BaseException as exc:
-            result = {"error": f"internal grader error: {type(exc).__name__}: {exc}"}
-            traceback.print_exc()
-            code = 1
-        try:
-            with os.fdopen(write_end, "wb") as pipe:
-                pipe.write(json.dumps(result).encode())
+            if not self.poll():
+                os.kill(self.pid, signal.SIGKILL)
+                raise SuiteError(f"grading took longer than {self._timeout_s:g} s in total and was stopped")
         finally:
-            os._exit(code)
-    os.close(write_end)
+            self.close()
+        data = b"".join(self._chunks)
+        if not data:
+            raise SuiteError("the grading process ended without a result (run with GRADER_DEBUG=1 to see why)")
+        reply = json.loads(data)
+        if "error" in reply:
+            raise SuiteError(reply["error"])
+        return reply["result"]
+
+    def close(self) -> None:
+        """Stop the process if it still runs (its zygote and children die with it)."""
+        if self._fd < 0:
+            return
+        if not self._done:
+            os.kill(self.pid, signal.SIGKILL)
+        os.close(self._fd)
+        self._fd = -1
+        os.waitpid(self.pid, 0)
+
+
+def _serve_result(function: Callable[[], dict], write_end: int) -> None:
+    """In the forked process: run ``function``, write its JSON result, exit. Never returns."""
+    code = 0
     try:
-        data = _read_until(read_end, time.monotonic() + timeout_s)
-    except TimeoutError:
-        os.kill(pid, signal.SIGKILL)
-        raise SuiteError(f"grading took longer than {timeout_s:g} s in total and was stopped") from None
+        if not os.environ.get("GRADER_DEBUG"):
+            _silence_stdio()
+        result = {"result": function()}
+    except SuiteError as exc:
+        result = {"error": str(exc)}
+    except BaseException as exc:
+        result = {"error": f"internal grader error: {type(exc).__name__}: {exc}"}
+        traceback.print_exc()
+        code = 1
+    try:
+        with os.fdopen(write_end, "wb") as pipe:
+            pipe.write(json.dumps(result).encode())
     finally:
-        os.close(read_end)
-        os.waitpid(pid, 0)
-    if not data:
-        raise SuiteError("the grading process ended without a result (run with GRADER_DEBUG=1 to see why)")
-    reply = json.loads(data)
-    if "error" in reply:
-        raise SuiteError(reply["error"])
-    return reply["result"]
+        os._exit(code)
 
 
 def _silence_stdio() -> None:
@@ -139,17 +189,3 @@ def _silence_stdio() -> None:
     os.close(devnull)
     # sys.stdout may not be fd 1 (under pytest's capture it is a file of its own).
     sys.stdout = sys.stderr = open(os.devnull, "w")
-
-
-def _read_until(fd: int, deadline: float) -> bytes:
-    chunks = []
-    while True:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise TimeoutError()
-        readable, _, _ = select.select([fd], [], [], remaining)
-        if readable:
-            chunk = os.read(fd, 1 << 20)
-            if not chunk:
-                return b"".join(chunks)
-            chunks.append(chunk)

@@ -12,6 +12,7 @@ give the student clear messages, not to protect the grader.
 
 from __future__ import annotations
 
+import fcntl
 import io
 import os
 import resource
@@ -33,6 +34,7 @@ from grader.sandbox.protocol import Handle, Status
 OUTPUT_FILE = "output.txt"
 _KEPT_ENV = ("PATH", "LANG", "LC_ALL", "TZ")
 _TRACEBACK_FRAMES = 8
+_HIGH_DESCRIPTOR = 512  # below the usual RLIMIT_NOFILE soft limit of 1024
 
 
 def run(
@@ -47,6 +49,7 @@ def run(
     """Confine this process, run the program, serve calls. Never returns."""
     code = 0
     try:
+        sock = _to_high_descriptor(sock)
         _confine(limits, scratch, device, hidden_paths)
         namespace = _new_namespace(program.kind)
         for index, cell in enumerate(program.cells):
@@ -60,6 +63,19 @@ def run(
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
+
+
+def _to_high_descriptor(sock: socket.socket) -> socket.socket:
+    """Move the connection to a descriptor number far above any inherited one.
+
+    The zygote closed every inherited descriptor, but a Python file object that owned
+    one may still be alive; when it is garbage-collected it closes its old number, which
+    by then may be reused. Nothing stale owns a number this high.
+    """
+    high = fcntl.fcntl(sock.fileno(), fcntl.F_DUPFD_CLOEXEC, _HIGH_DESCRIPTOR)
+    moved = socket.socket(fileno=high)
+    sock.close()
+    return moved
 
 
 def _confine(limits: Limits, scratch: Path, device: str, hidden_paths: tuple[str, ...]) -> None:

@@ -158,7 +158,7 @@ class StudentSession:
             self._retire()
             raise StudentTimeout(f"{label}: time limit of {self.limits.call_timeout_s:g} s exceeded") from None
         except (PeerClosed, BrokenPipeError, ConnectionResetError):
-            why = self._retire()
+            why = self._retire(hung_up=True)
             raise StudentCrashed(f"{label}: your code ended the process ({why})") from None
         except ProtocolError as exc:
             self._retire()
@@ -225,7 +225,7 @@ class StudentSession:
                 self._retire(child)
                 why = f"ran past the time limit of {self.limits.cell_timeout_s:g} s"
             except PeerClosed:
-                why = f"ended the process ({self._retire(child)})"
+                why = f"ended the process ({self._retire(child, hung_up=True)})"
             except ProtocolError as exc:
                 self._retire(child)
                 why = f"sent an invalid message ({exc})"
@@ -244,8 +244,12 @@ class StudentSession:
         if note not in self.notes:
             self.notes.append(note)
 
-    def _retire(self, child: Child | None = None) -> str:
-        """Kill the child (default: the current one), keep its output; say how it ended."""
+    def _retire(self, child: Child | None = None, hung_up: bool = False) -> str:
+        """Kill the child (default: the current one), keep its output; say how it ended.
+
+        ``hung_up``: the child closed the connection, so it is ending on its own; its
+        status is read before the kill, which would otherwise be all it reports.
+        """
         child = child or self._child
         if child is None:
             return "no process"
@@ -253,8 +257,10 @@ class StudentSession:
             self._child = None
         if child.sock.fileno() == -1:
             return "it had already ended"
-        child.kill()
-        status = self._zygote.exit_status(child.pid)
+        status = self._zygote.exit_status(child.pid) if hung_up else None
+        child.kill()  # the whole group, whatever the child left running
+        if status is None:
+            status = self._zygote.exit_status(child.pid)
         self._collect_output(child)
         return describe_exit(status, self.limits)
 

@@ -15,6 +15,7 @@ import os
 import select
 import signal
 import socket
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -100,6 +101,12 @@ def _serve(
         # pipe that carries results to the grader, say) would let student code forge them.
         os.closerange(3, control.fileno())
         os.closerange(control.fileno() + 1, os.sysconf("SC_OPEN_MAX"))
+        # File objects that owned a closed descriptor would close its number again when
+        # replaced; the standard streams are replaced in every child, so rebind them now
+        # to objects that own nothing.
+        sys.stdin = open(0, closefd=False)
+        sys.stdout = open(1, "w", closefd=False)
+        sys.stderr = open(2, "w", closefd=False)
         die_with_parent()
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the grader's to handle
         _Server(control, program, limits, device, scratch_root, hidden_paths).serve()

@@ -1,0 +1,178 @@
+"""Grade a folder of submissions: one report per file, a summary and a gradebook CSV.
+
+The ``grade`` process stays the warm parent: it forks up to ``jobs`` suite processes at
+a time (each with its own zygote and student children) and waits on their result pipes,
+so torch is imported once for the whole batch and no child is reused across
+submissions. Every report is written atomically as soon as it is ready; a re-run skips
+files whose report already holds the same content hash.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import select
+import statistics
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from grader.api import PendingGrade, file_sha256, resolve_device, start_grading
+from grader.assignment import Assignment
+from grader.report import SCHEMA_VERSION, GradeReport, Status, write_atomic
+from grader.sandbox.limits import Limits
+
+SUMMARY_SCHEMA_VERSION = 1
+MOST_FREQUENT_HINTS = 10
+
+
+@dataclass
+class BatchResult:
+    assignment: Assignment
+    reports: dict[Path, GradeReport]  # by path relative to the submissions folder
+    graded: int  # graded in this run
+    skipped: int  # reports already up to date
+    duration_s: float
+
+
+def discover(folder: Path) -> list[Path]:
+    """Every file under ``folder`` (relative paths, sorted), hidden files and folders aside.
+
+    All of them get a report: a file that is not ``.py`` or ``.ipynb`` is ungradable, so
+    nothing handed in is silently skipped. Sub-folders (one per student, as LMS exports
+    do) keep files of the same name apart.
+    """
+    found = []
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        found += [Path(root, name).relative_to(folder) for name in files if not name.startswith(".")]
+    return sorted(found)
+
+
+def report_path(out: Path, relative: Path) -> Path:
+    return out / "reports" / relative.parent / f"{relative.name}.json"
+
+
+def load_current_report(path: Path, sha256: str) -> GradeReport | None:
+    """The report at ``path`` if it is for these exact bytes and worth keeping."""
+    try:
+        report = GradeReport.from_dict(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if report.schema_version != SCHEMA_VERSION or report.submission_sha256 != sha256 or not sha256:
+        return None
+    return None if report.status == Status.GRADER_ERROR else report
+
+
+def grade_batch(
+    assignment: Assignment | str | Path,
+    folder: Path,
+    out: Path,
+    *,
+    jobs: int = os.cpu_count() or 1,
+    device: str = "auto",
+    limits: Limits = Limits(),
+    force: bool = False,
+    on_start: Callable[[int, int], None] | None = None,
+    on_report: Callable[[Path, GradeReport], None] | None = None,
+) -> BatchResult:
+    """Grade every file in ``folder`` into ``out``; ``on_start(total, up_to_date)`` and
+    ``on_report(path, report)`` let a caller show progress."""
+    started = time.monotonic()
+    if not isinstance(assignment, Assignment):
+        assignment = Assignment.load(assignment)
+    device = resolve_device(device)
+    reports: dict[Path, GradeReport] = {}
+    todo: list[Path] = []
+    for relative in discover(folder):
+        current = None if force else load_current_report(report_path(out, relative), file_sha256(folder / relative))
+        if current is None:
+            todo.append(relative)
+        else:
+            reports[relative] = current
+    skipped = len(reports)
+    if on_start:
+        on_start(len(todo) + skipped, skipped)
+
+    pending: dict[PendingGrade, Path] = {}
+    try:
+        while todo or pending:
+            while todo and len(pending) < max(jobs, 1):
+                relative = todo.pop(0)
+                pending[start_grading(assignment, folder / relative, device=device, limits=limits)] = relative
+            wait = max(min(job.deadline for job in pending) - time.monotonic(), 0)
+            select.select(list(pending), [], [], wait)
+            for job in [job for job in pending if job.poll() or time.monotonic() >= job.deadline]:
+                relative = pending.pop(job)
+                report = job.finish()
+                report.write_json(report_path(out, relative))
+                reports[relative] = report
+                if on_report:
+                    on_report(relative, report)
+    finally:
+        for job in pending:  # interrupted: stop what runs; what is written stays
+            job.cancel()
+    return BatchResult(assignment, dict(sorted(reports.items())), len(reports) - skipped, skipped,
+                       time.monotonic() - started)
+
+
+# ---- views of a batch ----------------------------------------------------------------
+
+
+def _stats(values: list[float], max_score: float) -> dict:
+    if not values:
+        return {"mean": None, "median": None, "max": None, "max_score": max_score}
+    return {"mean": round(statistics.fmean(values), 4), "median": statistics.median(values),
+            "max": max(values), "max_score": max_score}
+
+
+def summarize(result: BatchResult) -> dict:
+    """Counts by status, per-part statistics, the most frequent hints, timing."""
+    reports = list(result.reports.values())
+    graded = [report for report in reports if report.status == Status.GRADED]
+    parts = {}
+    for part_id in result.assignment.parts:
+        scores = [part.score for report in graded for part in report.parts if part.id == part_id]
+        max_score = max((part.max_score for report in reports for part in report.parts if part.id == part_id), default=0)
+        parts[part_id] = _stats(scores, max_score)
+    hints = Counter(f"{part.id}: {part.hint}" for report in graded for part in report.parts
+                    if part.hint and part.score < part.max_score)
+    return {
+        "schema_version": SUMMARY_SCHEMA_VERSION,
+        "assignment": result.assignment.id,
+        "submissions": len(reports),
+        "counts": {status: sum(r.status == status for r in reports)
+                   for status in (Status.GRADED, Status.UNGRADABLE, Status.GRADER_ERROR)},
+        "score": _stats([r.score for r in graded], max((r.max_score for r in reports), default=0)),
+        "parts": parts,
+        "hints": [{"hint": hint, "count": count} for hint, count in hints.most_common(MOST_FREQUENT_HINTS)],
+        "timing": {
+            "duration_s": round(result.duration_s, 3),
+            "graded": result.graded,
+            "skipped_up_to_date": result.skipped,
+            "seconds_per_submission": round(result.duration_s / result.graded, 4) if result.graded else None,
+        },
+    }
+
+
+def gradebook_csv(result: BatchResult) -> str:
+    """One row per submission: submission, status, total, then one column per part."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(["submission", "status", "total", *result.assignment.parts])
+    for relative, report in result.reports.items():
+        scores = {part.id: part.score for part in report.parts}
+        writer.writerow([relative.as_posix(), report.status, f"{report.score:g}",
+                         *(f"{scores.get(part_id, 0):g}" for part_id in result.assignment.parts)])
+    return buffer.getvalue()
+
+
+def write_outputs(result: BatchResult, out: Path) -> dict:
+    summary = summarize(result)
+    write_atomic(out / "summary.json", json.dumps(summary, indent=2) + "\n")
+    write_atomic(out / "grades.csv", gradebook_csv(result))
+    return summary

@@ -1,0 +1,126 @@
+"""Batch grading: every file accounted for, reports as `grade` writes them, resumable."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from grader.api import grade
+from grader.batch import discover, grade_batch, report_path, write_outputs
+from reference import as_submission
+from tests.conftest import ASSIGNMENT_03, ROOT, TEST_LIMITS, notebook_text
+
+pytestmark = pytest.mark.slow
+REFERENCE = as_submission("multihead")
+STUB = (ASSIGNMENT_03 / "mha.py").read_text()
+
+
+@pytest.fixture
+def class_folder(tmp_path) -> Path:
+    """What an LMS export looks like: a folder per student, the same file names."""
+    folder = tmp_path / "submissions"
+    files = {
+        "alice/mha.py": REFERENCE,
+        "bob/mha.py": (ROOT / "examples/03/submission.py").read_text(),
+        "carol/mha.ipynb": notebook_text(REFERENCE),
+        "dave/mha.py": "\x00\x01\x02",
+        "erin/notes.txt": "I could not finish",
+        "carol/.ipynb_checkpoints/mha-checkpoint.ipynb": notebook_text(STUB),
+    }
+    for name, text in files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text)
+    return folder
+
+
+def run(folder: Path, out: Path, **kwargs):
+    return grade_batch(ASSIGNMENT_03, folder, out, jobs=2, device="cpu", limits=TEST_LIMITS, **kwargs)
+
+
+def test_every_file_gets_a_report_and_same_names_stay_apart(class_folder, tmp_path):
+    out = tmp_path / "results"
+    result = run(class_folder, out)
+    expected = ["alice/mha.py", "bob/mha.py", "carol/mha.ipynb", "dave/mha.py", "erin/notes.txt"]
+    assert [p.as_posix() for p in result.reports] == expected
+    assert all(report_path(out, Path(name)).is_file() for name in expected)
+    scores = {p.as_posix(): r.score for p, r in result.reports.items()}
+    assert scores["alice/mha.py"] == scores["carol/mha.ipynb"] == result.reports[Path("alice/mha.py")].max_score
+    assert 0 < scores["bob/mha.py"] < scores["alice/mha.py"]  # graded alongside alice: no interference
+    statuses = {p.as_posix(): r.status for p, r in result.reports.items()}
+    assert statuses["dave/mha.py"] == statuses["erin/notes.txt"] == "ungradable"
+    assert "not a submission" in result.reports[Path("erin/notes.txt")].error
+
+
+def test_batch_report_is_what_grade_writes(class_folder, tmp_path):
+    out = tmp_path / "results"
+    run(class_folder, out)
+    batch = json.loads(report_path(out, Path("bob/mha.py")).read_text())
+    single = grade(ASSIGNMENT_03, class_folder / "bob/mha.py", device="cpu", limits=TEST_LIMITS).to_dict()
+    for report in (batch, single):
+        report.pop("duration_s")
+    assert batch == single
+
+
+def test_summary_and_gradebook(class_folder, tmp_path):
+    out = tmp_path / "results"
+    summary = write_outputs(run(class_folder, out), out)
+    assert json.loads((out / "summary.json").read_text()) == summary
+    assert summary["submissions"] == 5
+    assert summary["counts"] == {"graded": 3, "ungradable": 2, "grader_error": 0}
+    assert summary["parts"]["MultiHeadAttention"]["max"] == summary["parts"]["MultiHeadAttention"]["max_score"]
+    assert summary["parts"]["split_heads"]["median"] == summary["parts"]["split_heads"]["max_score"]
+    assert summary["hints"][0]["count"] == 1 and "sqrt(d_model)" in summary["hints"][0]["hint"]
+    rows = list(csv.DictReader((out / "grades.csv").open()))
+    assert [row["submission"] for row in rows][:2] == ["alice/mha.py", "bob/mha.py"]
+    bob = rows[1]
+    assert float(bob["total"]) == float(bob["split_heads"]) + float(bob["combine_heads"]) + float(bob["MultiHeadAttention"])
+
+
+def test_rerun_skips_unchanged_files_and_regrades_changed_ones(class_folder, tmp_path):
+    out = tmp_path / "results"
+    run(class_folder, out)
+    again = run(class_folder, out)
+    assert (again.graded, again.skipped) == (0, 5)
+    (class_folder / "bob/mha.py").write_text(REFERENCE)
+    changed = run(class_folder, out)
+    assert (changed.graded, changed.skipped) == (1, 4)
+    assert changed.reports[Path("bob/mha.py")].score == changed.reports[Path("bob/mha.py")].max_score
+    assert run(class_folder, out, force=True).graded == 5
+
+
+def test_interrupt_keeps_finished_reports_and_leaves_no_process(class_folder, tmp_path):
+    out = tmp_path / "results"
+
+    def interrupt(path, report):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run(class_folder, out, on_report=interrupt)
+    written = [p for p in (out / "reports").rglob("*.json")]
+    assert len(written) == 1 and json.loads(written[0].read_text())["schema_version"] == 1
+    with pytest.raises(ChildProcessError):  # every forked process was reaped
+        os.waitpid(-1, os.WNOHANG)
+    resumed = run(class_folder, out)
+    assert (resumed.graded, resumed.skipped) == (4, 1)
+
+
+def test_discover_skips_hidden_files_only(tmp_path):
+    for name in ("a.py", "sub/b.ipynb", ".hidden.py", ".git/config", "sub/.DS_Store", "c.txt"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("x")
+    assert [p.as_posix() for p in discover(tmp_path)] == ["a.py", "c.txt", "sub/b.ipynb"]
+
+
+def test_cli_batch_prints_a_json_summary_when_not_a_terminal(class_folder, tmp_path):
+    result = subprocess.run([sys.executable, "-m", "grader.cli", "batch", "assignments/03", str(class_folder),
+                             "--out", str(tmp_path / "r"), "--jobs", "2", "--device", "cpu"],
+                            capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["submissions"] == 5 and (tmp_path / "r" / "grades.csv").is_file()
