@@ -25,6 +25,7 @@ from grader.runner import SANDBOX_LAYERS, ForkedRun, SuiteError, run_suite
 from grader.sandbox.limits import Limits
 
 DEFAULT_TOTAL_TIMEOUT_S = 900.0
+NO_RESULT = {"tests": [], "notes": [], "output": ""}  # a suite run that produced nothing
 
 
 def grader_version() -> str:
@@ -95,7 +96,7 @@ class PendingGrade:
             result = self.run.result()
         except SuiteError as exc:
             status, error = Status.GRADER_ERROR, str(exc)
-            result = {"tests": [], "notes": [], "output": ""}
+            result = NO_RESULT
         report = build_report(self.assignment, self.submission, status, error, result, self.device,
                               time.monotonic() - self.started)
         report.submission_sha256 = self.sha256
@@ -132,6 +133,11 @@ def start_grading(
     run = ForkedRun(lambda: run_suite(assignment, program, limits, device), total_timeout_s)
     return PendingGrade(assignment, str(submission if submission is not None else path), file_sha256(path),
                         Status.GRADED if program else Status.UNGRADABLE, error, device, started, run)
+
+
+def failed_report(assignment: Assignment, submission: str, device: str, error: str) -> GradeReport:
+    """The report for a submission the grader could not run at all."""
+    return build_report(assignment, submission, Status.GRADER_ERROR, error, NO_RESULT, device, 0.0)
 
 
 def file_sha256(path: Path) -> str:

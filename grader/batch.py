@@ -3,12 +3,14 @@
 The ``grade`` process stays the warm parent: it forks up to ``jobs`` suite processes at
 a time (each with its own zygote and student children) and waits on their result pipes,
 so torch is imported once for the whole batch and no child is reused across
-submissions. Every report is written atomically as soon as it is ready; a re-run skips
+submissions. With ``executor="ray"`` each Ray worker plays that part
+(:mod:`grader.ray_executor`). Every report is written atomically as soon as it is ready; a re-run skips
 files whose report already holds the same content hash.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -17,7 +19,7 @@ import select
 import statistics
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,15 +79,17 @@ def grade_batch(
     device: str = "auto",
     limits: Limits = Limits(),
     force: bool = False,
+    executor: str = "local",
+    ray_address: str | None = None,
     on_start: Callable[[int, int], None] | None = None,
     on_report: Callable[[Path, GradeReport], None] | None = None,
 ) -> BatchResult:
-    """Grade every file in ``folder`` into ``out``; ``on_start(total, up_to_date)`` and
-    ``on_report(path, report)`` let a caller show progress."""
+    """Grade every file in ``folder`` into ``out``, here (``executor="local"``) or on a Ray
+    cluster (``"ray"``); ``on_start(total, up_to_date)`` and ``on_report(path, report)``
+    let a caller show progress."""
     started = time.monotonic()
     if not isinstance(assignment, Assignment):
         assignment = Assignment.load(assignment)
-    device = resolve_device(device)
     reports: dict[Path, GradeReport] = {}
     todo: list[Path] = []
     for relative in discover(folder):
@@ -97,7 +101,27 @@ def grade_batch(
     skipped = len(reports)
     if on_start:
         on_start(len(todo) + skipped, skipped)
+    if executor == "ray":
+        from grader.ray_executor import run_on_ray
 
+        results = run_on_ray(assignment, folder, todo, jobs=jobs, device=device, limits=limits, address=ray_address)
+    else:
+        results = run_locally(assignment, folder, todo, jobs=jobs, device=resolve_device(device), limits=limits)
+    with contextlib.closing(results):  # interrupted: the executor stops what still runs
+        for relative, report in results:
+            report.write_json(report_path(out, relative))
+            reports[relative] = report
+            if on_report:
+                on_report(relative, report)
+    return BatchResult(assignment, dict(sorted(reports.items())), len(reports) - skipped, skipped,
+                       time.monotonic() - started)
+
+
+def run_locally(
+    assignment: Assignment, folder: Path, todo: list[Path], *, jobs: int, device: str, limits: Limits
+) -> Iterator[tuple[Path, GradeReport]]:
+    """Grade on this machine, ``jobs`` submissions at a time, yielding each report when ready."""
+    todo = list(todo)
     pending: dict[PendingGrade, Path] = {}
     try:
         while todo or pending:
@@ -107,17 +131,10 @@ def grade_batch(
             wait = max(min(job.deadline for job in pending) - time.monotonic(), 0)
             select.select(list(pending), [], [], wait)
             for job in [job for job in pending if job.poll() or time.monotonic() >= job.deadline]:
-                relative = pending.pop(job)
-                report = job.finish()
-                report.write_json(report_path(out, relative))
-                reports[relative] = report
-                if on_report:
-                    on_report(relative, report)
+                yield pending.pop(job), job.finish()
     finally:
-        for job in pending:  # interrupted: stop what runs; what is written stays
+        for job in pending:
             job.cancel()
-    return BatchResult(assignment, dict(sorted(reports.items())), len(reports) - skipped, skipped,
-                       time.monotonic() - started)
 
 
 # ---- views of a batch ----------------------------------------------------------------

@@ -58,6 +58,9 @@ def _batch_parser() -> argparse.ArgumentParser:
     parser.add_argument("--out", type=Path, required=True, help="results folder: reports/, summary.json, grades.csv")
     parser.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 1, help="submissions graded at once")
     parser.add_argument("--force", action="store_true", help="regrade submissions whose report is up to date")
+    parser.add_argument("--executor", choices=("local", "ray"), default="local",
+                        help="ray: spread over a Ray cluster (pip install 'transformer-grader[ray]')")
+    parser.add_argument("--ray-address", help="the cluster to join (default: RAY_ADDRESS, else a local cluster)")
     _add_limit_options(parser)
     return parser
 
@@ -130,9 +133,14 @@ def _batch(args: argparse.Namespace, console: Console) -> int:
     try:
         with progress:
             result = grade_batch(args.assignment, args.folder, args.out, jobs=args.jobs, device=args.device,
-                                 limits=_limits(args), force=args.force, on_start=on_start, on_report=on_report)
+                                 limits=_limits(args), force=args.force, executor=args.executor,
+                                 ray_address=args.ray_address, on_start=on_start, on_report=on_report)
     except (AssignmentError, ValueError) as exc:
         console.print(f"[red]error:[/] {exc}")
+        return EXIT_USAGE
+    except ModuleNotFoundError as exc:
+        console.print(f"[red]error:[/] {exc.name} is not installed; for --executor ray: "
+                      "pip install 'transformer-grader[ray]'")
         return EXIT_USAGE
     except KeyboardInterrupt:
         console.print("interrupted: the reports written so far are kept; run the same command to resume")
