@@ -21,6 +21,8 @@ _EXCEPTION_HINTS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
          "a tensor is created on a fixed device; create it on the input's device"),
         (r"mat1 and mat2 shapes cannot be multiplied|shape '\[.*\]' is invalid for input",
          "the shapes going into a matmul or view are wrong; print them against the docstring"),
+        (r"bitwise_not.*not implemented for '(Float|Double|Half)'",
+         "masks must be bool tensors (True = may attend); ~ works on bool, not on floats"),
         (r"^AssertionError",
          "bad arguments must raise ValueError with a message, not fail an assert"),
     )

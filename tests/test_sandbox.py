@@ -200,3 +200,11 @@ def test_defined_helpers_build_objects_the_student_code_can_use(session_for):
     x = torch.randn(8, 4)
     losses = [session.call("step", model, optimizer, x) for _ in range(5)]
     assert all(later < earlier for earlier, later in zip(losses, losses[1:]))
+
+
+def test_backward_through_a_plain_function(session_for):
+    session = session_for("def square(x):\n    return x * x\n")
+    x = torch.tensor([1.0, -2.0, 3.0], requires_grad=True)
+    got = session.backward("square", x, grad_output=torch.ones(3))
+    assert torch.equal(got.output, x.detach() ** 2)
+    assert torch.equal(got.input_grads[0], 2 * x.detach())

@@ -112,7 +112,7 @@ class StudentSession:
 
     def backward(self, name: str, *args: Any, grad_output: torch.Tensor, **kwargs: Any) -> Backward:
         """Call ``name`` and backpropagate ``grad_output`` through it in the child."""
-        return self._backward({"target": name}, name, args, kwargs, grad_output)
+        return self._backward(name, name, args, kwargs, grad_output)
 
     # ---- output and lifecycle ----------------------------------------------------------
 
@@ -128,7 +128,7 @@ class StudentSession:
 
     # ---- internals -------------------------------------------------------------------------
 
-    def _backward(self, target: dict, label: str, args, kwargs, grad_output) -> Backward:
+    def _backward(self, target: str | dict, label: str, args, kwargs, grad_output) -> Backward:
         header = {"op": "backward", "target": target}
         value = self._request(header, label, args, kwargs, extra={"grad_output": grad_output})
         if not (isinstance(value, dict) and {"output", "input_grads", "param_grads"} <= value.keys()):

@@ -1,0 +1,59 @@
+"""Public tests for assignment 01: shapes and sanity checks you can run yourself.
+
+    pytest assignments/01
+
+They are a subset in spirit of what the grader checks; passing them does not mean full
+marks. Run `grade assignments/01` for the graded result and hints.
+"""
+
+import math
+
+import torch
+
+from attention import SelfAttention, attention_scores, scaled_dot_product_attention, softmax
+
+
+def test_attention_scores_shape_and_values():
+    query, keys = torch.randn(2, 3, 4), torch.randn(2, 5, 4)
+    scores = attention_scores(query, keys)
+    assert scores.shape == (2, 3, 5)
+    assert torch.allclose(scores[1, 2, 4], query[1, 2] @ keys[1, 4])
+
+
+def test_softmax_rows_sum_to_one():
+    x = torch.randn(3, 4, 5)
+    for dim in (-1, 0, 1):
+        assert torch.allclose(softmax(x, dim=dim).sum(dim=dim), torch.ones(()), atol=1e-6)
+
+
+def test_softmax_does_not_overflow():
+    out = softmax(torch.tensor([[1e4, 1e4, 0.0]]))
+    assert torch.isfinite(out).all()
+    assert torch.allclose(out, torch.tensor([[0.5, 0.5, 0.0]]))
+
+
+def test_softmax_gives_zero_weight_to_minus_inf():
+    out = softmax(torch.tensor([[1.0, float("-inf"), 1.0]]))
+    assert torch.allclose(out, torch.tensor([[0.5, 0.0, 0.5]]))
+
+
+def test_scaled_dot_product_attention_returns_output_and_weights():
+    q, k, v = torch.randn(2, 3, 8), torch.randn(2, 5, 8), torch.randn(2, 5, 6)
+    output, weights = scaled_dot_product_attention(q, k, v)
+    assert output.shape == (2, 3, 6) and weights.shape == (2, 3, 5)
+    assert torch.allclose(weights, softmax(q @ k.transpose(-2, -1) / math.sqrt(8), dim=-1), atol=1e-6)
+
+
+def test_scaled_dot_product_attention_gives_masked_keys_no_weight():
+    q, k, v = torch.randn(1, 2, 4), torch.randn(1, 3, 4), torch.randn(1, 3, 4)
+    mask = torch.tensor([True, True, False])  # True = may attend
+    _, weights = scaled_dot_product_attention(q, k, v, mask)
+    assert torch.all(weights[..., 2] == 0)
+
+
+def test_self_attention_shape_and_submodules():
+    attention = SelfAttention(d_in=6, d_out=4)
+    assert attention(torch.randn(2, 5, 6)).shape == (2, 5, 4)
+    for name in ("W_query", "W_key", "W_value"):
+        layer = getattr(attention, name)
+        assert isinstance(layer, torch.nn.Linear) and layer.bias is None

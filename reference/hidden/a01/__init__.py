@@ -1,0 +1,1 @@
+"""Hidden suite of assignment 01: attention from scratch."""

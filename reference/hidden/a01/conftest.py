@@ -1,0 +1,66 @@
+"""Dimensions, inputs and the watched softmax call for the 01 suite.
+
+d_k = 8 makes 1, sqrt(d_k) and d_k three different scales, so each scaling mistake
+produces a distinguishable output; d_v = 6 differs from d_k and T_k = 7 from T_q = 5, so
+a transposed or swapped result has the wrong shape. Inputs are scaled up so the softmax
+is far from uniform and scaling mistakes show in the values.
+"""
+
+import pytest
+import torch
+
+from grader.checks import CheckFailed
+from reference.attention import SelfAttention
+from reference.hidden.a01 import variants
+
+D_K, D_V = 8, 6
+D_IN, D_OUT = 6, 8  # SelfAttention: d_out is the d_k of its attention
+
+
+@pytest.fixture
+def make_input(device):
+    def make(*shape: int, seed: int, scale: float = 2.0, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        generator = torch.Generator().manual_seed(seed)
+        return (scale * torch.randn(*shape, generator=generator, dtype=dtype)).to(device)
+    return make
+
+
+@pytest.fixture
+def call_softmax(student):
+    """``call_softmax(x, dim=...)``: the student's softmax, failing the test when it runs a
+    built-in softmax (by any route: torch.softmax, F.softmax, nn.Softmax, a method,
+    log_softmax, torch.special, torch.ops.aten). ``call_softmax.backward(...)`` likewise."""
+    def check(seen: list[str], what: str) -> None:
+        if seen:
+            raise CheckFailed(f"{what} called torch's built-in {', '.join(seen)}, which this part forbids",
+                              variants.forbidden_softmax_hint(seen))
+
+    class Call:
+        def __call__(self, x, *args, **kwargs):
+            with student.watching(set(variants.FORBIDDEN_SOFTMAX_OPS)) as seen:
+                got = student.call("softmax", x, *args, **kwargs)
+            check(seen, "softmax(x)")
+            return got
+
+        def backward(self, x, *args, grad_output, **kwargs):
+            with student.watching(set(variants.FORBIDDEN_SOFTMAX_OPS)) as seen:
+                got = student.backward("softmax", x, *args, grad_output=grad_output, **kwargs)
+            check(seen, "softmax(x)")
+            return got
+
+    return Call()
+
+
+@pytest.fixture
+def reference_self_attention(device):
+    torch.manual_seed(0)
+    return SelfAttention(D_IN, D_OUT).to(device)
+
+
+@pytest.fixture
+def student_self_attention(student, reference_self_attention, device):
+    """The student's SelfAttention holding the reference's parameters."""
+    module = student.new("SelfAttention", D_IN, D_OUT)
+    module.method("to", device)
+    module.load_parameters(dict(reference_self_attention.named_parameters()))
+    return module

@@ -1,0 +1,1 @@
+"""Hidden suite of assignment 02: masks and dropout."""

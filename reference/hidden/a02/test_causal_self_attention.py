@@ -1,0 +1,129 @@
+import pytest
+import torch
+
+from grader.checks import CheckFailed, expect_close, expect_raises, expect_tensor
+from reference.hidden.a02 import variants
+from reference.hidden.a02.conftest import CONTEXT, D_IN, D_OUT
+from reference.masks import CausalSelfAttention
+
+pytestmark = pytest.mark.part("CausalSelfAttention")
+
+# Three projections, a softmax and a matmul in float32: a correct result differs by ~1e-6;
+# the mistakes differ by more than 1e-2 (or by nan rows where a mask blocks everything).
+ATOL, RTOL = 1e-5, 1e-4
+
+
+def _params(module):
+    return {name: p.detach() for name, p in module.named_parameters()}
+
+
+def expect_csa(what, got, reference, x):
+    expect_close(what, got, reference(x), atol=ATOL, rtol=RTOL,
+                 mistakes=variants.causal_self_attention_mistakes(_params(reference), x))
+
+
+def test_csa_has_the_contract_parameters(student):
+    for bias in (False, True):
+        got = student.new("CausalSelfAttention", D_IN, D_OUT, CONTEXT, qkv_bias=bias).inspect()["parameters"]
+        want = {name: list(p.shape)
+                for name, p in CausalSelfAttention(D_IN, D_OUT, CONTEXT, qkv_bias=bias).named_parameters()}
+        if got != want:
+            missing, extra = sorted(want.keys() - got.keys()), sorted(got.keys() - want.keys())
+            hint = (variants.MASK_NOT_A_BUFFER if extra == ["mask"] else
+                    f"missing {missing}, unexpected {extra}: use W_query, W_key, W_value = "
+                    "nn.Linear(d_in, d_out, bias=qkv_bias)" if missing or extra else
+                    "a parameter has the wrong shape: nn.Linear(d_in, d_out)")
+            raise CheckFailed(f"CausalSelfAttention(qkv_bias={bias}) parameters: got {got}, expected {want}", hint)
+
+
+def test_csa_mask_is_a_registered_buffer(student):
+    got = student.new("CausalSelfAttention", D_IN, D_OUT, CONTEXT).inspect()
+    if "mask" not in got["buffers"]:
+        raise CheckFailed(f"CausalSelfAttention buffers: got {sorted(got['buffers'])}, expected a buffer named "
+                          "'mask'", variants.MASK_NOT_A_BUFFER)
+
+
+@pytest.mark.part("CausalSelfAttention", points=3)
+def test_csa_values_at_the_context_length(student_csa, reference_csa, make_input):
+    x = make_input(2, CONTEXT, D_IN, seed=90)
+    got = student_csa(x)
+    expect_tensor(f"CausalSelfAttention(x: (2, {CONTEXT}, {D_IN}))", got, shape=(2, CONTEXT, D_OUT))
+    expect_csa("CausalSelfAttention(x)", got, reference_csa, x)
+
+
+@pytest.mark.part("CausalSelfAttention", points=2)
+def test_csa_values_shorter_than_the_context(student_csa, reference_csa, make_input):
+    x = make_input(2, 4, D_IN, seed=91)
+    expect_csa(f"CausalSelfAttention(context_length={CONTEXT})(x: (2, 4, {D_IN}))", student_csa(x), reference_csa, x)
+
+
+def test_csa_batch_and_length_of_one(student_csa, reference_csa, make_input):
+    x = make_input(1, 1, D_IN, seed=92)
+    expect_csa(f"CausalSelfAttention(x: (1, 1, {D_IN}))", student_csa(x), reference_csa, x)
+
+
+def test_csa_with_bias(student, make_input, device):
+    torch.manual_seed(1)
+    reference = CausalSelfAttention(D_IN, D_OUT, CONTEXT, qkv_bias=True).to(device)
+    module = student.new("CausalSelfAttention", D_IN, D_OUT, CONTEXT, qkv_bias=True)
+    module.method("to", device)
+    module.load_parameters(dict(reference.named_parameters()))
+    x = make_input(2, 5, D_IN, seed=93)
+    expect_csa("CausalSelfAttention(qkv_bias=True)(x)", module(x), reference, x)
+
+
+def test_csa_gradients(student_csa, reference_csa, make_input):
+    x = make_input(2, 5, D_IN, seed=94).requires_grad_(True)
+    grad_output = make_input(2, 5, D_OUT, seed=95, scale=1.0)
+    reference_csa(x).backward(grad_output)
+    got = student_csa.backward(x, grad_output=grad_output)
+    # Backward through the projections and a masked softmax in float32: rounding ~1e-6.
+    expect_close("gradient of the loss w.r.t. x", got.input_grads[0], x.grad, atol=1e-4, rtol=1e-3)
+    for name, param in reference_csa.named_parameters():
+        expect_close(f"gradient of {name}", got.param_grads.get(name), param.grad, atol=1e-4, rtol=1e-3)
+
+
+def test_csa_rejects_input_longer_than_the_context(student_csa, make_input):
+    x = make_input(1, CONTEXT + 1, D_IN, seed=96)
+    expect_raises(ValueError, f"CausalSelfAttention(context_length={CONTEXT})(x: (1, {CONTEXT + 1}, {D_IN}))",
+                  lambda: student_csa(x))
+
+
+@pytest.mark.part("CausalSelfAttention", points=2)
+def test_csa_dropout_is_off_in_eval_mode(student, reference_csa, make_input, device):
+    module = student.new("CausalSelfAttention", D_IN, D_OUT, CONTEXT, dropout=0.5)
+    module.method("to", device)
+    module.load_parameters(dict(reference_csa.named_parameters()))
+    module.method("eval")
+    x = make_input(2, 5, D_IN, seed=97)
+    first = module(x)
+
+    def random_again():  # a second call differs from the first: dropout is still on
+        second = module(x)
+        differs = isinstance(second, torch.Tensor) and second.shape == first.shape \
+            and not torch.equal(second.cpu(), first.cpu())
+        return first if differs else None
+
+    mistakes = {variants.CSA_DROPOUT_IN_EVAL: random_again,
+                **variants.causal_self_attention_mistakes(_params(reference_csa), x)}
+    expect_close("CausalSelfAttention(dropout=0.5) in eval mode", first, reference_csa(x), atol=ATOL, rtol=RTOL,
+                 mistakes=mistakes)
+
+
+def test_csa_dropout_is_on_in_training_mode(student, reference_csa, make_input, device, seed_student):
+    module = student.new("CausalSelfAttention", D_IN, D_OUT, CONTEXT, dropout=0.5)
+    module.method("to", device)
+    module.load_parameters(dict(reference_csa.named_parameters()))
+    x = make_input(2, 5, D_IN, seed=98)
+    seed_student(99)
+    got = module(x)
+    expect_tensor("CausalSelfAttention(dropout=0.5) in training mode", got, shape=(2, 5, D_OUT), device=device)
+    # With half the weights dropped, some output moves by far more than rounding.
+    if torch.allclose(got.detach(), reference_csa(x).detach(), atol=1e-3, rtol=0):
+        raise CheckFailed("CausalSelfAttention(dropout=0.5) in training mode gave the output without dropout",
+                          variants.CSA_NO_DROPOUT)
+
+
+def test_csa_follows_the_input_device(student_csa, make_input, device):
+    x = make_input(1, 3, D_IN, seed=100)
+    expect_tensor("CausalSelfAttention output", student_csa(x), device=device)
