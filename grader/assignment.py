@@ -29,6 +29,7 @@ class Assignment:
     module: str  # the stub module the student edits, e.g. "mha.py"
     notebook: str  # the same stubs as a notebook, generated from the module
     parts: tuple[str, ...]
+    parts_without_stub: tuple[str, ...] = ()  # graded through other parts (06's end_to_end)
 
     @classmethod
     def load(cls, directory: str | Path) -> Assignment:
@@ -39,7 +40,8 @@ class Assignment:
                                   "(expected a directory such as assignments/03)")
         try:
             spec = tomllib.loads(spec_path.read_text(encoding="utf-8"))
-            return cls(str(spec["id"]), spec["title"], directory, spec["module"], spec["notebook"], tuple(spec["parts"]))
+            return cls(str(spec["id"]), spec["title"], directory, spec["module"], spec["notebook"],
+                       tuple(spec["parts"]), tuple(spec.get("parts_without_stub", ())))
         except (tomllib.TOMLDecodeError, KeyError, TypeError) as exc:
             raise AssignmentError(f"{spec_path} is malformed: {exc}") from None
 

@@ -23,6 +23,8 @@ _EXCEPTION_HINTS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
          "the shapes going into a matmul or view are wrong; print them against the docstring"),
         (r"bitwise_not.*not implemented for '(Float|Double|Half)'",
          "masks must be bool tensors (True = may attend); ~ works on bool, not on floats"),
+        (r"Expected target size|Expected input batch_size .* to match target batch_size",
+         "reshape logits to (B*T, V) and labels to (B*T,) before cross_entropy"),
         (r"^AssertionError",
          "bad arguments must raise ValueError with a message, not fail an assert"),
     )

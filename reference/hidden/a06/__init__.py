@@ -1,0 +1,1 @@
+"""Hidden suite of assignment 06: training for translation."""

@@ -1,0 +1,163 @@
+"""greedy_decode on stock models that live in the student's process.
+
+Most tests use ``stock.Scripted``, whose greedy output is known exactly: row b decodes to
+BOS, src[b, 0], src[b, 1], ... (token ids, no PAD among them), so rows can be made to
+finish at chosen steps or never. One test decodes with a small trained seq2seq model.
+
+The contract allows an output of any width up to max_len: the reference stops once every
+row has finished, but a loop that runs to max_len and pads is correct too, so outputs are
+compared with trailing all-PAD columns removed.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+import pytest
+import torch
+
+from grader.checks import CheckFailed, expect_equal, expect_raises, expect_tensor
+from reference.hidden.a06 import stock, variants
+from reference.hidden.a06.conftest import BOS, EOS, PAD, VOCAB, reverse_batch
+from reference.training import greedy_decode, train_step
+
+pytestmark = pytest.mark.part("greedy_decode")
+
+# Row 0 ends at step 2, row 1 at step 4, row 2 never (max_len=6 is reached), row 3 at once.
+SCRIPTS = [[5, 2, 7, 7, 7, 7, 7], [6, 6, 6, 2, 8, 8, 8], [4, 3, 4, 3, 4, 3, 4], [2, 9, 9, 9, 9, 9, 9]]
+
+
+@pytest.fixture
+def scripted(remote_stock, device):
+    """(the Scripted model in the student's process, its twin here)."""
+    return remote_stock.method("make_scripted", VOCAB, device=device), stock.make_scripted(VOCAB, device=device)
+
+
+def strip_padding(tokens: torch.Tensor) -> torch.Tensor:
+    """Drop trailing columns that are all PAD (every row finished): the canonical width."""
+    width = tokens.size(1)
+    while width > 1 and bool((tokens[:, width - 1] == PAD).all()):
+        width -= 1
+    return tokens[:, :width]
+
+
+def expect_decoded(what: str, got, model: torch.nn.Module, src: torch.Tensor, max_len: int) -> None:
+    """``got`` is what greedy decoding of ``model`` gives, up to padding columns; else name
+    the mistake whose output it is."""
+    want = greedy_decode(model, src, BOS, EOS, PAD, max_len)
+    expect_tensor(what, got, dtype=torch.long, device=src.device,
+                  hint=variants.NOT_LONG if isinstance(got, torch.Tensor) and got.dtype != torch.long else None)
+
+    @cache
+    def variant(hint: str, stop: str | None) -> torch.Tensor:
+        change = dict(variants.DECODE_MISTAKES[hint])
+        if stop is not None and "stop" not in change:
+            change["stop"] = stop
+        return variants.greedy_decode(model, src, BOS, EOS, PAD, max_len, **change)
+
+    def raw_match() -> str | None:
+        return next((hint for hint in variants.DECODE_MISTAKES for stop in (None, "never")
+                     if variant(hint, stop).shape == got.shape and torch.equal(variant(hint, stop), got)), None)
+
+    if got.dim() != 2 or got.size(0) != src.size(0) or not 1 <= got.size(1) <= max_len:
+        raise CheckFailed(f"{what}: wrong shape: got {tuple(got.shape)}, expected ({src.size(0)}, at most "
+                          f"max_len={max_len}); here ({src.size(0)}, {want.size(1)})", raw_match())
+
+    def candidate(hint: str):
+        def value():
+            options = [strip_padding(variant(hint, stop)) for stop in (None, "never")]
+            return next((o for o in options if o.shape == stripped.shape and torch.equal(o, stripped)), options[0])
+        return value
+
+    stripped, want = strip_padding(got), strip_padding(want)
+    try:  # token ids: exact
+        expect_equal(what, stripped, want, mistakes={hint: candidate(hint) for hint in variants.DECODE_MISTAKES})
+    except CheckFailed as failure:
+        raise CheckFailed(f"{what}: {first_wrong_row(stripped, want)}", failure.hint) from None
+
+
+def first_wrong_row(got: torch.Tensor, want: torch.Tensor) -> str:
+    """Token ids are read row by row: show the first row that differs, whole."""
+    rows, wanted = got.tolist(), want.tolist()
+    index = next(i for i, (g, w) in enumerate(zip(rows, wanted)) if g != w)
+    return f"row {index} is {rows[index]}, expected {wanted[index]} (trailing all-pad columns removed)"
+
+
+def test_greedy_decode_returns_token_ids_starting_with_bos(student, scripted, device):
+    remote, _ = scripted
+    src = torch.tensor(SCRIPTS, device=device)
+    got = student.call("greedy_decode", remote, src, BOS, EOS, PAD, 6)
+    what = "greedy_decode(model, src: (4, 7), bos_idx=1, eos_idx=2, pad_idx=0, max_len=6)"
+    expect_tensor(what, got, dtype=torch.long, device=device,
+                  hint=variants.NOT_LONG if isinstance(got, torch.Tensor) and got.dtype != torch.long else None)
+    if got.dim() != 2 or got.size(0) != 4 or not 1 <= got.size(1) <= 6:
+        raise CheckFailed(f"{what}: wrong shape: got {tuple(got.shape)}, expected (4, at most 6)",
+                          variants.MAX_LEN_OFF_BY_ONE if got.dim() == 2 and got.size(1) == 7 else None)
+    if not bool((got[:, 0] == BOS).all()):
+        raise CheckFailed(f"{what}: the first column is {got[:, 0].tolist()}, expected BOS (1) in every row",
+                          variants.NO_BOS)
+
+
+@pytest.mark.part("greedy_decode", points=3)
+def test_greedy_decode_rows_finish_at_different_steps(student, scripted, device):
+    remote, model = scripted
+    src = torch.tensor(SCRIPTS, device=device)
+    expect_decoded("greedy_decode(..., max_len=6) with rows ending after 2, 4, never and 1 steps",
+                   student.call("greedy_decode", remote, src, BOS, EOS, PAD, 6), model, src, 6)
+
+
+@pytest.mark.part("greedy_decode", points=2)
+def test_greedy_decode_stops_when_every_row_has_finished(student, scripted, device):
+    remote, model = scripted
+    src = torch.tensor([[3, 4, 2, 5], [2, 5, 5, 5], [6, 2, 6, 6]], device=device)
+    expect_decoded("greedy_decode(..., max_len=10) where every row ends within 3 steps",
+                   student.call("greedy_decode", remote, src, BOS, EOS, PAD, 10), model, src, 10)
+
+
+def test_greedy_decode_reaches_max_len_without_eos(student, scripted, device):
+    remote, model = scripted
+    src = torch.tensor([[3, 4, 5, 6, 7], [8, 9, 10, 11, 3]], device=device)
+    expect_decoded("greedy_decode(..., max_len=4) where no row produces EOS",
+                   student.call("greedy_decode", remote, src, BOS, EOS, PAD, 4), model, src, 4)
+
+
+def test_greedy_decode_batch_of_one_ending_at_once(student, scripted, device):
+    remote, model = scripted
+    src = torch.tensor([[2, 5, 5]], device=device)
+    expect_decoded("greedy_decode(..., max_len=5) for one row whose first token is EOS",
+                   student.call("greedy_decode", remote, src, BOS, EOS, PAD, 5), model, src, 5)
+
+
+def test_greedy_decode_with_max_len_one_is_bos_only(student, scripted, device):
+    remote, model = scripted
+    src = torch.tensor(SCRIPTS[:2], device=device)
+    expect_decoded("greedy_decode(..., max_len=1)", student.call("greedy_decode", remote, src, BOS, EOS, PAD, 1),
+                   model, src, 1)
+
+
+@cache
+def _trained_parameters(device: str) -> dict:
+    """A stock seq2seq model trained briefly on the reversal task (here, with the reference)."""
+    model, optimizer = stock.make(seed=3, device=device, optimizer="adam", lr=1e-2)
+    batches = [reverse_batch(16, seed=300 + i, device=device) for i in range(4)]
+    for step in range(60):
+        train_step(model, *batches[step % 4], optimizer, PAD)
+    return {name: p.detach().clone() for name, p in model.named_parameters()}
+
+
+@pytest.mark.part("greedy_decode", points=2)
+def test_greedy_decode_with_a_trained_translation_model(student, make_pair, device):
+    (remote, _), (model, _) = make_pair(seed=3)
+    parameters = _trained_parameters(str(device))
+    model.load_state_dict(parameters)
+    remote.load_parameters(parameters)
+    src, _ = reverse_batch(8, seed=310, device=device)
+    expect_decoded("greedy_decode(trained model, src: (8, 5), ..., max_len=8)",
+                   student.call("greedy_decode", remote, src, BOS, EOS, PAD, 8), model, src, 8)
+
+
+def test_greedy_decode_rejects_max_len_zero(student, scripted, device):
+    remote, _ = scripted
+    src = torch.tensor(SCRIPTS[:1], device=device)
+    expect_raises(ValueError, "greedy_decode(..., max_len=0): no room even for BOS",
+                  lambda: student.call("greedy_decode", remote, src, BOS, EOS, PAD, 0))
