@@ -34,8 +34,8 @@ class Outcome:
     SKIPPED = "skipped"  # not counted: e.g. a CUDA-only test when grading on the CPU
 
 
-def classify(exc: BaseException | None) -> dict[str, Any]:
-    """Outcome, message and hint for a test that raised ``exc`` (None: it passed)."""
+def classify(exc: BaseException | None, part: str = "") -> dict[str, Any]:
+    """Outcome, message and hint for a test of ``part`` that raised ``exc`` (None: it passed)."""
     if exc is None:
         return {"outcome": Outcome.PASSED, "message": "", "hint": None}
     if isinstance(exc, CheckFailed):
@@ -43,6 +43,12 @@ def classify(exc: BaseException | None) -> dict[str, Any]:
     if isinstance(exc, StudentNotFound):
         return {"outcome": Outcome.FAILED, "message": str(exc), "hint": hints.NOT_FOUND}
     if isinstance(exc, StudentException) and exc.type_name == "NotImplementedError":
+        # Stubs say whose they are ("MultiHeadAttention: from assignment 03: paste ...").
+        stub, _, detail = exc.message.partition(":")
+        stub = stub.split(".")[0].strip()
+        if stub.isidentifier() and part and stub != part:
+            return {"outcome": Outcome.FAILED, "message": f"{exc.target} raised NotImplementedError: {exc.message}",
+                    "hint": f"{part} uses your {stub}, which is still a stub ({detail.strip()})"}
         return {"outcome": Outcome.FAILED, "message": f"`{exc.target}` is not implemented yet (it raises NotImplementedError)",
                 "hint": hints.NOT_IMPLEMENTED}
     if isinstance(exc, StudentException):
@@ -75,7 +81,7 @@ class GradingPlugin:
             self.collected.append({
                 "nodeid": item.nodeid,
                 "name": item.name,
-                "part": marker.args[0] if marker.args else marker.kwargs["name"],
+                "part": _part_of(item),
                 "points": marker.kwargs.get("points", 1),
             })
 
@@ -94,5 +100,10 @@ class GradingPlugin:
         if call.excinfo is not None and call.excinfo.errisinstance(pytest.skip.Exception):
             metadata.update(outcome=Outcome.SKIPPED, message=str(call.excinfo.value), hint=None)
         elif call.excinfo is not None or call.when == "call":
-            metadata.update(classify(call.excinfo.value if call.excinfo else None))
+            metadata.update(classify(call.excinfo.value if call.excinfo else None, _part_of(item)))
         return metadata
+
+
+def _part_of(item: pytest.Item) -> str:
+    marker = item.get_closest_marker(PART_MARKER)
+    return marker.args[0] if marker.args else marker.kwargs["name"]

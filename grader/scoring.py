@@ -32,6 +32,14 @@ def part_hint(results: list[TestResult]) -> str | None:
     for whole in _WHOLE_PART_HINTS:
         if all(result.hint == whole for result in failing):
             return whole
-    # A named mistake beats a generic one: the first specific hint, in test order.
-    return next((r.hint for r in failing if r.hint and r.hint not in _WHOLE_PART_HINTS), None) or \
-        next((r.hint for r in failing if r.hint), None)
+    # A mistake a check named (outcome "failed") beats what an exception suggests
+    # (outcome "error"), which beats "not implemented"; within each, the first in test order.
+    for preferred in (
+        lambda r: r.outcome == Outcome.FAILED and r.hint not in _WHOLE_PART_HINTS,
+        lambda r: r.hint not in _WHOLE_PART_HINTS,
+        lambda r: True,
+    ):
+        hint = next((r.hint for r in failing if r.hint and preferred(r)), None)
+        if hint:
+            return hint
+    return None

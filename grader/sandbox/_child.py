@@ -198,7 +198,8 @@ def _run_cell(sock: socket.socket, index: int, source: str, label: str, namespac
 
 def describe_exception(exc: BaseException) -> dict:
     """Type, message and the student's part of the traceback (not this runtime's frames)."""
-    frames = [frame for frame in traceback.extract_tb(exc.__traceback__) if frame.filename != __file__]
+    # Student code is compiled under labels ("mha.py", "cell 4"); library frames have paths.
+    frames = [frame for frame in traceback.extract_tb(exc.__traceback__) if not os.path.isabs(frame.filename)]
     if isinstance(exc, SystemExit):
         message = f"sys.exit({exc.code!r}) was called"
     else:

@@ -1,0 +1,1 @@
+"""Hidden suite of assignment 04: positions and embeddings."""

@@ -1,0 +1,1 @@
+"""Hidden suite of assignment 05: encoder and decoder."""

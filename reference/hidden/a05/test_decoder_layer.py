@@ -1,0 +1,96 @@
+import pytest
+import torch
+
+from grader.checks import CheckFailed, expect_tensor
+from reference.hidden.a05 import variants
+from reference.hidden.a05.conftest import (
+    D_FF,
+    D_MODEL,
+    NUM_HEADS,
+    attention_pieces,
+    decoder_modules,
+    diagnosing,
+    expect_contract_parameters,
+    expect_gradients,
+    expect_wiring,
+    ffn_piece,
+    load_student,
+)
+from reference.layers import DecoderLayer
+
+pytestmark = pytest.mark.part("DecoderLayer")
+
+# Two attentions, a feed-forward network and three LayerNorms in float32: a correct layer
+# is within ~3e-7 of a float64 run; the mistakes differ by more than 1e-2
+# (tests/test_variants_0405.py checks that).
+ATOL, RTOL = 1e-5, 1e-4
+NAMES = ("self_attn, cross_attn (MultiHeadAttention), ffn (a FeedForward), norm1, norm2, norm3 "
+         "(nn.LayerNorm(d_model))")
+
+
+def _expect_layer(what, layer, reference, x, memory, tgt_mask=None, memory_mask=None):
+    """The student's layer against post-norm wiring of its own attentions and ffn (part isolation)."""
+    modules = decoder_modules(layer, reference)
+    pieces = attention_pieces(modules, reference, ("self_attn", (x, x, x, tgt_mask)),
+                              ("cross_attn", (x, memory, memory, memory_mask))) + ffn_piece(modules, reference, x)
+    with diagnosing(pieces):
+        got = layer(x, memory, tgt_mask, memory_mask)
+        expect_wiring(what, got, reference(x, memory, tgt_mask, memory_mask),
+                      lambda: variants.decoder_layer(x, memory, tgt_mask, memory_mask, **modules), atol=ATOL, rtol=RTOL,
+                      mistakes=variants.decoder_mistakes(x, memory, tgt_mask, memory_mask, modules), pieces=pieces)
+
+
+def test_decoder_layer_has_the_contract_parameters(student):
+    expect_contract_parameters(f"DecoderLayer({D_MODEL}, {NUM_HEADS}, {D_FF})",
+                               student.new("DecoderLayer", D_MODEL, NUM_HEADS, D_FF),
+                               DecoderLayer(D_MODEL, NUM_HEADS, D_FF), NAMES)
+
+
+def test_decoder_layer_shape(student_decoder_layer, make_input):
+    x, memory = make_input(2, 5, D_MODEL, seed=80), make_input(2, 7, D_MODEL, seed=81)
+    expect_tensor("DecoderLayer(x: (2, 5, 16), memory: (2, 7, 16))", student_decoder_layer(x, memory),
+                  shape=(2, 5, D_MODEL))
+
+
+@pytest.mark.part("DecoderLayer", points=3)
+def test_decoder_layer_values(student_decoder_layer, reference_decoder_layer, make_input):
+    x, memory = make_input(2, 5, D_MODEL, seed=82), make_input(2, 7, D_MODEL, seed=83)
+    _expect_layer("DecoderLayer(x: T=5, memory: S=7)", student_decoder_layer, reference_decoder_layer, x, memory)
+
+
+@pytest.mark.part("DecoderLayer", points=2)
+def test_decoder_layer_with_causal_and_memory_masks(student_decoder_layer, reference_decoder_layer, make_input,
+                                                    device):
+    x, memory = make_input(2, 5, D_MODEL, seed=84), make_input(2, 7, D_MODEL, seed=85)
+    tgt_mask = torch.ones(5, 5, dtype=torch.bool, device=device).tril().view(1, 1, 5, 5)
+    memory_mask = torch.tensor([[1] * 5 + [0] * 2, [1] * 7], dtype=torch.bool, device=device).view(2, 1, 1, 7)
+    _expect_layer("DecoderLayer(x, memory, tgt_mask=causal (1, 1, 5, 5), memory_mask=padding (2, 1, 1, 7))",
+                  student_decoder_layer, reference_decoder_layer, x, memory, tgt_mask, memory_mask)
+
+
+def test_decoder_layer_target_of_length_one(student_decoder_layer, reference_decoder_layer, make_input):
+    x, memory = make_input(2, 1, D_MODEL, seed=86), make_input(2, 3, D_MODEL, seed=87)
+    _expect_layer("DecoderLayer(x: (2, 1, 16), memory: (2, 3, 16))", student_decoder_layer, reference_decoder_layer,
+                  x, memory)
+
+
+def test_decoder_layer_dropout_is_off_in_eval_mode(student, reference_decoder_layer, make_input, device):
+    layer = load_student(student, device, reference_decoder_layer, "DecoderLayer", D_MODEL, NUM_HEADS, D_FF,
+                         dropout=0.5)
+    layer.method("eval")
+    x, memory = make_input(2, 4, D_MODEL, seed=88), make_input(2, 6, D_MODEL, seed=89)
+    _expect_layer("DecoderLayer(dropout=0.5) in eval mode", layer, reference_decoder_layer, x, memory)
+
+
+def test_decoder_layer_gradients_reach_every_submodule(student_decoder_layer, reference_decoder_layer, make_input):
+    x = make_input(2, 4, D_MODEL, seed=90).requires_grad_(True)
+    memory = make_input(2, 6, D_MODEL, seed=91).requires_grad_(True)
+    got = student_decoder_layer.backward(x, memory, grad_output=make_input(2, 4, D_MODEL, seed=92))
+    expect_gradients("DecoderLayer", got, reference_decoder_layer)
+    if got.input_grads[1] is None or not bool(got.input_grads[1].abs().sum() > 0):
+        raise CheckFailed("DecoderLayer: no gradient reached memory", variants.CROSS_OVER_OWN_STATES)
+
+
+def test_decoder_layer_follows_the_input_device(student_decoder_layer, make_input, device):
+    x, memory = make_input(1, 2, D_MODEL, seed=93), make_input(1, 3, D_MODEL, seed=94)
+    expect_tensor("DecoderLayer output", student_decoder_layer(x, memory), device=device)

@@ -1,0 +1,85 @@
+import pytest
+import torch
+
+from grader.checks import expect_tensor
+from reference.hidden.a05 import variants
+from reference.hidden.a05.conftest import (
+    D_FF,
+    D_MODEL,
+    NUM_HEADS,
+    attention_pieces,
+    diagnosing,
+    encoder_modules,
+    expect_contract_parameters,
+    expect_gradients,
+    expect_wiring,
+    ffn_piece,
+    load_student,
+)
+from reference.layers import EncoderLayer
+
+pytestmark = pytest.mark.part("EncoderLayer")
+
+# Attention, a feed-forward network and two LayerNorms in float32: a correct layer is
+# within ~3e-7 of a float64 run; the mistakes differ by more than 1e-2
+# (tests/test_variants_0405.py checks that).
+ATOL, RTOL = 1e-5, 1e-4
+NAMES = "self_attn (a MultiHeadAttention), ffn (a FeedForward), norm1, norm2 (nn.LayerNorm(d_model))"
+
+
+def _expect_layer(what, layer, reference, x, mask=None):
+    """The student's layer against post-norm wiring of its own self_attn and ffn (part isolation)."""
+    modules = encoder_modules(layer, reference)
+    pieces = attention_pieces(modules, reference, ("self_attn", (x, x, x, mask))) + ffn_piece(modules, reference, x)
+    with diagnosing(pieces):
+        got = layer(x) if mask is None else layer(x, mask)
+        expect_wiring(what, got, reference(x, mask), lambda: variants.encoder_layer(x, mask, **modules),
+                      atol=ATOL, rtol=RTOL, mistakes=variants.encoder_mistakes(x, mask, modules), pieces=pieces)
+
+
+def test_encoder_layer_has_the_contract_parameters(student):
+    expect_contract_parameters(f"EncoderLayer({D_MODEL}, {NUM_HEADS}, {D_FF})",
+                               student.new("EncoderLayer", D_MODEL, NUM_HEADS, D_FF),
+                               EncoderLayer(D_MODEL, NUM_HEADS, D_FF), NAMES)
+
+
+def test_encoder_layer_shape(student_encoder_layer, make_input):
+    expect_tensor("EncoderLayer(x: (2, 6, 16))", student_encoder_layer(make_input(2, 6, D_MODEL, seed=70)),
+                  shape=(2, 6, D_MODEL))
+
+
+@pytest.mark.part("EncoderLayer", points=3)
+def test_encoder_layer_values(student_encoder_layer, reference_encoder_layer, make_input):
+    x = make_input(2, 6, D_MODEL, seed=71)
+    _expect_layer("EncoderLayer(x)", student_encoder_layer, reference_encoder_layer, x)
+
+
+@pytest.mark.part("EncoderLayer", points=2)
+def test_encoder_layer_with_padding_mask(student_encoder_layer, reference_encoder_layer, make_input, device):
+    x = make_input(2, 6, D_MODEL, seed=72)
+    mask = torch.tensor([[1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1]], dtype=torch.bool, device=device).view(2, 1, 1, 6)
+    _expect_layer("EncoderLayer(x, src_mask=padding (2, 1, 1, 6))", student_encoder_layer, reference_encoder_layer,
+                  x, mask)
+
+
+def test_encoder_layer_batch_and_length_of_one(student_encoder_layer, reference_encoder_layer, make_input):
+    x = make_input(1, 1, D_MODEL, seed=73)
+    _expect_layer("EncoderLayer(x: (1, 1, 16))", student_encoder_layer, reference_encoder_layer, x)
+
+
+def test_encoder_layer_dropout_is_off_in_eval_mode(student, reference_encoder_layer, make_input, device):
+    layer = load_student(student, device, reference_encoder_layer, "EncoderLayer", D_MODEL, NUM_HEADS, D_FF,
+                         dropout=0.5)
+    layer.method("eval")
+    x = make_input(2, 5, D_MODEL, seed=74)
+    _expect_layer("EncoderLayer(dropout=0.5) in eval mode", layer, reference_encoder_layer, x)
+
+
+def test_encoder_layer_gradients_reach_every_submodule(student_encoder_layer, reference_encoder_layer, make_input):
+    x = make_input(2, 4, D_MODEL, seed=75).requires_grad_(True)
+    got = student_encoder_layer.backward(x, grad_output=make_input(2, 4, D_MODEL, seed=76))
+    expect_gradients("EncoderLayer", got, reference_encoder_layer)
+
+
+def test_encoder_layer_follows_the_input_device(student_encoder_layer, make_input, device):
+    expect_tensor("EncoderLayer output", student_encoder_layer(make_input(1, 2, D_MODEL, seed=77)), device=device)
