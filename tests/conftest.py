@@ -1,19 +1,25 @@
-"""Shared helpers: write a submission, grade it with short limits, build notebooks."""
+"""Shared helpers: write a submission, grade it with short limits, build notebooks,
+make mutants of a reference, validate reports against the schema."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+
+import jsonschema
 
 import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from grader.api import grade
-from grader.report import GradeReport
+from grader.report import GradeReport, load_schema
 from grader.sandbox.limits import Limits
+from reference import as_submission
 
 ROOT = Path(__file__).resolve().parent.parent
-ASSIGNMENT_03 = ROOT / "assignments" / "03"
+ASSIGNMENTS = ROOT / "assignments"
+ASSIGNMENT_03 = ASSIGNMENTS / "03"
 # Short enough to keep the suite quick, long enough for a correct submission on a busy CI box.
 TEST_LIMITS = Limits(call_timeout_s=5.0, cell_timeout_s=2.0, memory_bytes=2 * 2**30)
 
@@ -36,3 +42,44 @@ def grade_source(tmp_path):
 
 def part(report: GradeReport, part_id: str):
     return next(p for p in report.parts if p.id == part_id)
+
+
+def mutant(source: str, old: str, new: str) -> str:
+    """``source`` with one edit: a buggy submission that differs from it in one known way."""
+    assert source.count(old) == 1, f"mutation target must be unique: {old!r}"
+    return source.replace(old, new)
+
+
+def assert_mistake_named(report: GradeReport, expected_hints: dict[str, str | None], name: str = "") -> None:
+    """The parts in ``expected_hints`` lose points, with a hint containing that text (None:
+    any hint); every other part keeps full marks."""
+    assert report.status == "graded", report.error
+    for result in report.parts:
+        if result.id in expected_hints:
+            want = expected_hints[result.id]
+            assert result.score < result.max_score, f"{name}: {result.id} kept full marks"
+            assert want is None or (result.hint and want in result.hint), (name, result.id, result.hint)
+        else:
+            assert result.score == result.max_score, f"{name}: {result.id} lost points: {result.hint}"
+
+
+def assert_valid(report: GradeReport) -> None:
+    jsonschema.validate(json.loads(json.dumps(report.to_dict())), load_schema())
+
+
+@pytest.fixture
+def class_folder(tmp_path) -> Path:
+    """What an LMS export looks like: a folder per student, the same file names."""
+    folder = tmp_path / "submissions"
+    files = {
+        "alice/mha.py": as_submission("multihead"),
+        "bob/mha.py": (ROOT / "examples/03/submission.py").read_text(),
+        "carol/mha.ipynb": notebook_text(as_submission("multihead")),
+        "dave/mha.py": "\x00\x01\x02",
+        "erin/notes.txt": "I could not finish",
+        "carol/.ipynb_checkpoints/mha-checkpoint.ipynb": notebook_text((ASSIGNMENT_03 / "mha.py").read_text()),
+    }
+    for name, text in files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text)
+    return folder

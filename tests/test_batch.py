@@ -14,29 +14,10 @@ import pytest
 from grader.api import grade
 from grader.batch import discover, grade_batch, report_path, write_outputs
 from reference import as_submission
-from tests.conftest import ASSIGNMENT_03, ROOT, TEST_LIMITS, notebook_text
+from tests.conftest import ASSIGNMENT_03, ROOT, TEST_LIMITS
 
 pytestmark = pytest.mark.slow
 REFERENCE = as_submission("multihead")
-STUB = (ASSIGNMENT_03 / "mha.py").read_text()
-
-
-@pytest.fixture
-def class_folder(tmp_path) -> Path:
-    """What an LMS export looks like: a folder per student, the same file names."""
-    folder = tmp_path / "submissions"
-    files = {
-        "alice/mha.py": REFERENCE,
-        "bob/mha.py": (ROOT / "examples/03/submission.py").read_text(),
-        "carol/mha.ipynb": notebook_text(REFERENCE),
-        "dave/mha.py": "\x00\x01\x02",
-        "erin/notes.txt": "I could not finish",
-        "carol/.ipynb_checkpoints/mha-checkpoint.ipynb": notebook_text(STUB),
-    }
-    for name, text in files.items():
-        (folder / name).parent.mkdir(parents=True, exist_ok=True)
-        (folder / name).write_text(text)
-    return folder
 
 
 def run(folder: Path, out: Path, **kwargs):

@@ -6,64 +6,23 @@ correct solution in exactly the way its name says, and none is a hand-kept copy.
 
 from __future__ import annotations
 
-import json
-import re
 from dataclasses import replace
 
-import jsonschema
 import pytest
 
 from grader import hints
-from grader.report import GradeReport, Status, load_schema
+from grader.report import Status
 from reference import as_submission
 from reference.hidden.a03 import variants
-from tests.conftest import ASSIGNMENT_03, TEST_LIMITS, notebook_text, part
+from tests.conftest import TEST_LIMITS, assert_mistake_named, assert_valid, mutant, notebook_text, part
 
 pytestmark = pytest.mark.slow
 PARTS = ("split_heads", "combine_heads", "MultiHeadAttention")
 REFERENCE = as_submission("multihead")
 
 
-def mutant(old: str, new: str) -> str:
-    assert REFERENCE.count(old) == 1, f"mutation target must be unique: {old!r}"
-    return REFERENCE.replace(old, new)
-
-
-def assert_valid(report: GradeReport) -> None:
-    jsonschema.validate(json.loads(json.dumps(report.to_dict())), load_schema())
-
-
-def test_reference_module_scores_full_marks(grade_source):
-    report = grade_source(REFERENCE)
-    assert_valid(report)
-    assert report.status == Status.GRADED and report.error is None
-    assert [p.id for p in report.parts] == list(PARTS)
-    assert report.max_score > 0 and report.score == report.max_score
-    assert all(t.outcome == "passed" for p in report.parts for t in p.tests)
-
-
-def test_reference_as_notebook_scores_full_marks(grade_source):
-    cells = re.split(r"(?m)^(?=# ---- )", REFERENCE)  # one cell per inlined reference module
-    report = grade_source(notebook_text(*cells), suffix=".ipynb")
-    assert_valid(report)
-    assert report.score == report.max_score > 0, report.notes
-
-
-def test_untouched_stub_scores_zero_with_not_implemented(grade_source):
-    report = grade_source((ASSIGNMENT_03 / "mha.py").read_text())
-    assert_valid(report)
-    assert report.status == Status.GRADED and report.score == 0
-    assert all(p.hint == hints.NOT_IMPLEMENTED for p in report.parts)
-    assert all("not implemented" in t.message for p in report.parts for t in p.tests)
-
-
-def test_generated_notebook_stub_scores_zero_with_not_implemented(grade_source):
-    report = grade_source((ASSIGNMENT_03 / "mha.ipynb").read_text(), suffix=".ipynb")
-    assert report.score == 0 and all(p.hint == hints.NOT_IMPLEMENTED for p in report.parts)
-
-
 def test_missing_part_scores_zero_and_others_are_graded(grade_source):
-    source = mutant("def combine_heads(", "def combine_heads_renamed(")
+    source = mutant(REFERENCE, "def combine_heads(", "def combine_heads_renamed(")
     report = grade_source(source)
     assert part(report, "combine_heads").score == 0
     assert part(report, "combine_heads").hint == hints.NOT_FOUND
@@ -99,14 +58,8 @@ MISTAKES = {
 @pytest.mark.parametrize("name", MISTAKES)
 def test_mistake_loses_points_in_its_part_with_its_hint(grade_source, name):
     (old, new), expected_hints = MISTAKES[name]
-    report = grade_source(mutant(old, new))
-    for part_id in PARTS:
-        result = part(report, part_id)
-        if part_id in expected_hints:
-            assert result.score < result.max_score, f"{name}: {part_id} kept full marks"
-            assert result.hint and expected_hints[part_id] in result.hint, (part_id, result.hint)
-        else:
-            assert result.score == result.max_score, f"{name}: {part_id} lost points: {result.hint}"
+    report = grade_source(mutant(REFERENCE, old, new))
+    assert_mistake_named(report, expected_hints, name)
 
 
 def test_sys_exit_at_import_earns_nothing_and_is_explained(grade_source):
@@ -143,7 +96,7 @@ SIX_HEADS_FAULT = "    batch, length, d_model = x.shape\n"
 
 
 def test_endless_loop_in_a_call_times_out_that_test_only(grade_source):
-    source = mutant(SIX_HEADS_FAULT, SIX_HEADS_FAULT + "    while num_heads == 6:\n        pass\n")
+    source = mutant(REFERENCE, SIX_HEADS_FAULT, SIX_HEADS_FAULT + "    while num_heads == 6:\n        pass\n")
     report = grade_source(source, limits=replace(TEST_LIMITS, call_timeout_s=1.0))
     failing = [t for p in report.parts for t in p.tests if t.outcome != "passed"]
     assert [(t.name, t.outcome) for t in failing] == [("test_split_heads_edge_sizes[shape2-6]", "timeout")]
@@ -151,7 +104,7 @@ def test_endless_loop_in_a_call_times_out_that_test_only(grade_source):
 
 
 def test_os_exit_inside_a_call_ends_that_test_and_the_next_get_a_new_process(grade_source):
-    source = mutant(SIX_HEADS_FAULT, SIX_HEADS_FAULT + "    if num_heads == 6:\n        import os; os._exit(7)\n")
+    source = mutant(REFERENCE, SIX_HEADS_FAULT, SIX_HEADS_FAULT + "    if num_heads == 6:\n        import os; os._exit(7)\n")
     report = grade_source(source)
     failing = [t for p in report.parts for t in p.tests if t.outcome != "passed"]
     assert [(t.name, t.outcome) for t in failing] == [("test_split_heads_edge_sizes[shape2-6]", "error")]

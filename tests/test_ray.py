@@ -8,13 +8,12 @@ import pytest
 
 from grader.batch import grade_batch, report_path
 from tests.conftest import ASSIGNMENT_03, TEST_LIMITS
-from tests.test_batch import class_folder  # noqa: F401  (the fixture)
 
 pytest.importorskip("ray")
 pytestmark = pytest.mark.slow
 
 
-def test_ray_executor_writes_the_reports_the_local_executor_writes(class_folder, tmp_path):  # noqa: F811
+def test_ray_executor_writes_the_reports_the_local_executor_writes(class_folder, tmp_path):
     results = {}
     for executor in ("local", "ray"):
         out = tmp_path / executor
