@@ -28,7 +28,7 @@ from grader import warm  # noqa: F401  (imports torch makes lazily, once per gra
 from grader.assignment import REFERENCE_DIR, Assignment
 from grader.ingest import Program
 from grader.plugin import GradingPlugin
-from grader.sandbox.limits import Limits
+from grader.sandbox.limits import Limits, die_with_parent
 from grader.sandbox.session import StudentSession
 from grader.sandbox.zygote import Zygote
 
@@ -165,6 +165,7 @@ class ForkedRun:
 def _serve_result(function: Callable[[], dict], write_end: int) -> None:
     """In the forked process: run ``function``, write its JSON result, exit. Never returns."""
     code = 0
+    die_with_parent()  # a killed grader takes its suites (and so their zygotes and children) along
     try:
         if not os.environ.get("GRADER_DEBUG"):
             _silence_stdio()

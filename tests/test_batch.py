@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -105,3 +106,44 @@ def test_cli_batch_prints_a_json_summary_when_not_a_terminal(class_folder, tmp_p
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)
     assert summary["submissions"] == 5 and (tmp_path / "r" / "grades.csv").is_file()
+
+
+def test_killing_the_grader_leaves_no_process_behind(class_folder, tmp_path):
+    # A slow class, so the kill lands while suites and student children are running.
+    for index in range(4):
+        (class_folder / f"slow{index}.py").write_text("import time\ntime.sleep(60)\n")
+    grader = subprocess.Popen([sys.executable, "-m", "grader.cli", "batch", "assignments/03", str(class_folder),
+                               "--out", str(tmp_path / "r"), "--jobs", "2", "--device", "cpu"],
+                              cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    time.sleep(4)
+    descendants = _descendants(grader.pid)
+    assert descendants, "nothing was running when the grader was killed"
+    grader.kill()
+    grader.wait()
+    deadline = time.monotonic() + 5
+    while any(_alive(pid) for pid in descendants) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [pid for pid in descendants if _alive(pid)]
+
+
+def _descendants(pid: int) -> list[int]:
+    children = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, queue = [], [pid]
+    while queue:
+        for child in children.get(queue.pop(), []):
+            found.append(child)
+            queue.append(child)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
