@@ -34,3 +34,8 @@ _EXCEPTION_HINTS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
 def hint_for_exception(type_name: str, message: str) -> str | None:
     text = f"{type_name}: {message}"
     return next((hint for pattern, hint in _EXCEPTION_HINTS if pattern.search(text)), None)
+
+
+def exception_hints() -> list[tuple[str, str]]:
+    """(pattern, hint) pairs, for documentation."""
+    return [(pattern.pattern, hint) for pattern, hint in _EXCEPTION_HINTS]

@@ -76,3 +76,10 @@ def test_public_tests_pass_on_the_reference(assignment, tmp_path):
 def test_public_tests_fail_on_the_untouched_stub(assignment, tmp_path):
     result = _run_public_tests(assignment, assignment.module_path.read_text(), tmp_path)
     assert result.returncode == 1 and "NotImplementedError" in result.stdout
+
+
+def test_the_mistake_table_is_generated_from_the_suites():
+    from reference.hidden import mistake_table
+
+    assert mistake_table.DOC.read_text(encoding="utf-8") == mistake_table.render(), \
+        "run: python -m reference.hidden.mistake_table"
