@@ -9,6 +9,7 @@ where the report is written: :meth:`grader.report.GradeReport.write_json`.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import time
 from dataclasses import dataclass
 from importlib import metadata
@@ -120,7 +121,8 @@ def start_grading(
         assignment = Assignment.load(assignment)
     path = Path(submission) if submission is not None else assignment.working_copy()
     device = resolve_device(device)
-    _ = assignment.hidden_suite  # fail before any work if there is none
+    for module in assignment.preload:  # once per grader process; every fork starts with it
+        importlib.import_module(module)
 
     error = None
     program: Program | None = None

@@ -60,6 +60,14 @@ class Assignment:
             raise AssignmentError(f"no hidden suite for assignment {self.id} (looked in {suite})")
         return suite
 
+    @property
+    def preload(self) -> tuple[str, ...]:
+        """Modules the hidden suite asks the grader to import before forking (its suite.toml)."""
+        spec = self.hidden_suite / "suite.toml"
+        if not spec.is_file():
+            return ()
+        return tuple(tomllib.loads(spec.read_text(encoding="utf-8")).get("preload", ()))
+
     def working_copy(self) -> Path:
         """The student's copy to grade: the module or the notebook, whichever holds more of
         their work (fewer stubs still raising NotImplementedError); the module on a tie."""
