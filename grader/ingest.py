@@ -12,6 +12,7 @@ import io
 import json
 import re
 import tokenize
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -139,7 +140,9 @@ def read_notebook_cells(text: str) -> list[dict]:
     except RecursionError:
         raise Ungradable("the notebook is not valid JSON (nested too deeply)") from None
     try:
-        notebook = nbformat.reads(text, as_version=4, capture_validation_error={})
+        with warnings.catch_warnings():  # e.g. cells without ids: nbformat fixes them, the student need not hear
+            warnings.simplefilter("ignore")
+            notebook = nbformat.reads(text, as_version=4, capture_validation_error={})
     except Exception as exc:  # nbformat raises many types for malformed notebooks
         raise Ungradable(f"the file is JSON but not a Jupyter notebook ({type(exc).__name__}: {exc})") from None
     cells = notebook.get("cells") if isinstance(notebook, dict) else None

@@ -401,3 +401,12 @@ def test_strip_magics_refuses_non_python_cell_magic(source):
     assert stripped == ""
     assert why is not None and "not Python" in why
     assert source.split("\n")[0].split()[0] in why
+
+
+def test_notebook_without_cell_ids_is_read_without_warnings(tmp_path, recwarn):
+    path = tmp_path / "old.ipynb"
+    path.write_text('{"cells": [{"cell_type": "code", "source": "x = 1", "metadata": {}, "outputs": [],'
+                    ' "execution_count": null}], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}')
+    program = load_submission(path)
+    assert [cell.source for cell in program.cells] == ["x = 1"]
+    assert not [w for w in recwarn if "nbformat" in str(w.filename)]
