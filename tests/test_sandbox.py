@@ -208,3 +208,14 @@ def test_backward_through_a_plain_function(session_for):
     got = session.backward("square", x, grad_output=torch.ones(3))
     assert torch.equal(got.output, x.detach() ** 2)
     assert torch.equal(got.input_grads[0], 2 * x.detach())
+
+
+def test_an_object_from_a_child_that_ended_is_reported_gone_not_blamed_on_the_student(session_for):
+    session = session_for("import torch, time\ndef make():\n    return torch.nn.Linear(2, 2)\n"
+                          "def hang():\n    time.sleep(60)\n")
+    model = session.call("make")
+    with pytest.raises(StudentTimeout):
+        session.call("hang")
+    with pytest.raises(StudentCrashed, match="created in a student process that has since ended"):
+        model(torch.zeros(1, 2))
+    assert session.call("make")(torch.zeros(1, 2)).shape == (1, 2)  # a new object works

@@ -292,9 +292,6 @@ class _Server:
     def _op_getattr(self, header: dict, tensors: dict):
         return getattr(self._objects[header["handle"]], header["name"])
 
-    def _op_has(self, header: dict, tensors: dict):
-        return header["name"] in self._namespace
-
     def _op_inspect(self, header: dict, tensors: dict):
         obj = self._objects[header["handle"]]
         if not isinstance(obj, torch.nn.Module):

@@ -78,6 +78,7 @@ class StudentSession:
         self._load_failed: str | None = None
         self._printed_through = -1  # highest cell index whose output is already collected
         self._watch: tuple[set[str], list[str]] | None = None  # see watching()
+        self.generation = 0  # counts children; objects are only valid in the one that made them
 
     # ---- the API hidden tests use --------------------------------------------------------
 
@@ -107,9 +108,6 @@ class StudentSession:
         finally:
             self._watch = previous
 
-    def has(self, name: str) -> bool:
-        return bool(self._request({"op": "has", "name": name}, name, (), {}))
-
     def backward(self, name: str, *args: Any, grad_output: torch.Tensor, **kwargs: Any) -> Backward:
         """Call ``name`` and backpropagate ``grad_output`` through it in the child."""
         return self._backward(name, name, args, kwargs, grad_output)
@@ -128,15 +126,21 @@ class StudentSession:
 
     # ---- internals -------------------------------------------------------------------------
 
-    def _backward(self, target: str | dict, label: str, args, kwargs, grad_output) -> Backward:
+    def _backward(self, target: str | dict, label: str, args, kwargs, grad_output,
+                  owner: RemoteObject | None = None) -> Backward:
         header = {"op": "backward", "target": target}
-        value = self._request(header, label, args, kwargs, extra={"grad_output": grad_output})
+        value = self._request(header, label, args, kwargs, extra={"grad_output": grad_output}, owner=owner)
         if not (isinstance(value, dict) and {"output", "input_grads", "param_grads"} <= value.keys()):
             raise StudentCrashed(f"{label}: malformed reply to a backward request")
         return Backward(value["output"], tuple(value["input_grads"]), dict(value["param_grads"]))
 
-    def _request(self, header: dict, label: str, args, kwargs, extra: dict | None = None) -> Any:
+    def _request(self, header: dict, label: str, args, kwargs, extra: dict | None = None,
+                 owner: RemoteObject | None = None) -> Any:
         child = self._live_child()
+        for obj in (owner, *args, *kwargs.values()):
+            if isinstance(obj, RemoteObject) and obj.generation != self.generation:
+                raise StudentCrashed(f"{label}: {obj.type_name} was created in a student process that has "
+                                     "since ended (after a timeout or crash), so it is gone")
         encoder = protocol.Encoder()
         header = dict(header, args=encoder.encode(tuple(_unwrap(a) for a in args)),
                       kwargs=encoder.encode({k: _unwrap(v) for k, v in kwargs.items()}))
@@ -189,6 +193,7 @@ class StudentSession:
             raise StudentCrashed(self._load_failed)
         if self._child is None:
             self._child = self._load()
+            self.generation += 1
         return self._child
 
     def _load(self) -> Child:
@@ -289,6 +294,7 @@ class RemoteObject:
     def __init__(self, session: StudentSession, handle: Handle):
         self._session = session
         self.handle = handle
+        self.generation = session.generation  # the child it lives in
 
     @property
     def type_name(self) -> str:
@@ -300,25 +306,25 @@ class RemoteObject:
     def method(self, name: str, *args: Any, **kwargs: Any) -> Any:
         label = f"{self.type_name}.{'forward' if name == '__call__' else name}"
         return self._session._request({"op": "call", "target": {"handle": self.handle.id, "method": name}},
-                                      label, args, kwargs)
+                                      label, args, kwargs, owner=self)
 
     def backward(self, *args: Any, grad_output: torch.Tensor, **kwargs: Any) -> Backward:
         """Call the object and backpropagate; parameter gradients come back by name."""
         target = {"handle": self.handle.id, "method": "__call__"}
-        return self._session._backward(target, f"{self.type_name}.forward", args, kwargs, grad_output)
+        return self._session._backward(target, f"{self.type_name}.forward", args, kwargs, grad_output, owner=self)
 
     def attr(self, name: str) -> Any:
         return self._session._request({"op": "getattr", "handle": self.handle.id, "name": name},
-                                      f"{self.type_name}.{name}", (), {})
+                                      f"{self.type_name}.{name}", (), {}, owner=self)
 
     def inspect(self) -> dict:
         """For a module: parameter and buffer names with shapes, and the training flag."""
-        return self._session._request({"op": "inspect", "handle": self.handle.id}, self.type_name, (), {})
+        return self._session._request({"op": "inspect", "handle": self.handle.id}, self.type_name, (), {}, owner=self)
 
     def load_parameters(self, parameters: dict[str, torch.Tensor]) -> None:
         """``load_state_dict(strict=True)`` of these parameters; the module keeps its buffers."""
         self._session._request({"op": "load_parameters", "handle": self.handle.id},
-                               f"{self.type_name}.load_state_dict", (), {}, extra={"parameters": parameters})
+                               f"{self.type_name}.load_state_dict", (), {}, extra={"parameters": parameters}, owner=self)
 
 
 def _unwrap(value: Any) -> Any:
