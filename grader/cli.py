@@ -12,6 +12,7 @@ arguments (unknown assignment, missing file).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import sys
@@ -113,6 +114,9 @@ def _batch(args: argparse.Namespace, console: Console) -> int:
     if not args.folder.is_dir():
         console.print(f"[red]error:[/] no such folder: {args.folder}")
         return EXIT_USAGE
+    if args.executor == "ray" and importlib.util.find_spec("ray") is None:
+        console.print("[red]error:[/] --executor ray needs Ray: pip install 'transformer-grader[ray]'")
+        return EXIT_USAGE
     out = Console()
     progress = Progress(TextColumn("grading"), BarColumn(), MofNCompleteColumn(),
                         TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), TimeRemainingColumn(),
@@ -137,10 +141,6 @@ def _batch(args: argparse.Namespace, console: Console) -> int:
                                  ray_address=args.ray_address, on_start=on_start, on_report=on_report)
     except (AssignmentError, ValueError) as exc:
         console.print(f"[red]error:[/] {exc}")
-        return EXIT_USAGE
-    except ModuleNotFoundError as exc:
-        console.print(f"[red]error:[/] {exc.name} is not installed; for --executor ray: "
-                      "pip install 'transformer-grader[ray]'")
         return EXIT_USAGE
     except KeyboardInterrupt:
         console.print("interrupted: the reports written so far are kept; run the same command to resume")
