@@ -42,7 +42,7 @@ class SuiteError(Exception):
 def run_suite(assignment: Assignment, program: Program | None, limits: Limits, device: str) -> dict:
     """Run the hidden suite (collect only, when ``program`` is None); returns JSON-able results.
 
-    Call this in a process of its own (see :func:`run_in_fork`).
+    Call this in a process of its own (see :class:`ForkedRun`).
     """
     suite = assignment.hidden_suite
     scratch_root = Path(tempfile.mkdtemp(prefix="grader-"))
@@ -59,11 +59,10 @@ def run_suite(assignment: Assignment, program: Program | None, limits: Limits, d
         unknown = sorted({test["part"] for test in tests} - set(assignment.parts))
         if unknown:
             raise SuiteError(f"the hidden suite grades parts that assignment.toml does not list: {unknown}")
-        return {
-            "tests": tests,
-            "notes": session.notes if session else [],
-            "output": session.output() if session else "",
-        }
+        if session is None:
+            return {"tests": tests, "notes": [], "output": ""}
+        session.close()  # a child's output is collected when it ends
+        return {"tests": tests, "notes": session.notes, "output": session.output()}
     finally:
         if session is not None:
             session.close()

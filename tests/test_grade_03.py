@@ -135,3 +135,9 @@ def test_a_fault_in_the_hidden_suite_is_a_grader_error_not_the_students(grade_so
     values = next(t for t in part(report, "split_heads").tests if t.name == "test_split_heads_values")
     assert values.outcome == "error" and "internal grader error" in values.message
     assert part(report, "combine_heads").score == part(report, "combine_heads").max_score
+
+
+def test_what_the_submission_prints_is_in_the_report(grade_source):
+    report = grade_source('print("hello from the student")\n' + REFERENCE)
+    assert report.output.startswith("hello from the student\n")
+    assert report.score == report.max_score
