@@ -22,7 +22,7 @@ from grader.assignment import Assignment
 from grader.ingest import Program, Ungradable, load_submission
 from grader.plugin import Outcome
 from grader.report import GradeReport, Status, TestResult
-from grader.runner import SANDBOX_LAYERS, ForkedRun, SuiteError, run_suite
+from grader.runner import ForkedRun, SuiteError, run_suite, sandbox_layers
 from grader.sandbox.limits import Limits
 
 DEFAULT_TOTAL_TIMEOUT_S = 900.0
@@ -185,5 +185,5 @@ def build_report(
         parts=parts,
         notes=list(result["notes"]),
         output=result["output"],
-        sandbox=list(SANDBOX_LAYERS) if status == Status.GRADED else [],
+        sandbox=sandbox_layers() if status == Status.GRADED else [],
     )

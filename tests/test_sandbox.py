@@ -13,6 +13,7 @@ import torch
 
 import reference
 from grader.ingest import Cell, Program
+from grader.sandbox import landlock
 from grader.sandbox.limits import Limits
 from grader.sandbox.session import (
     StudentCrashed,
@@ -219,3 +220,19 @@ def test_an_object_from_a_child_that_ended_is_reported_gone_not_blamed_on_the_st
     with pytest.raises(StudentCrashed, match="created in a student process that has since ended"):
         model(torch.zeros(1, 2))
     assert session.call("make")(torch.zeros(1, 2)).shape == (1, 2)  # a new object works
+
+
+@pytest.mark.skipif(landlock.abi_version() < 1, reason="this kernel has no Landlock")
+def test_landlock_keeps_the_grader_files_out_of_reach(session_for, tmp_path):
+    reference_file = str(Path(reference.__file__).parent / "multihead.py")
+    outside = str(tmp_path / "planted.txt")
+    session = session_for(
+        "import os\n"
+        "def try_open(path, mode):\n"
+        "    try:\n        open(path, mode).close()\n        return 'opened'\n"
+        "    except PermissionError:\n        return 'denied'\n"
+        "def in_scratch():\n    return try_open(os.path.join(os.getcwd(), 'notes.txt'), 'w')\n")
+    assert session.call("try_open", reference_file, "r") == "denied"
+    assert session.call("try_open", outside, "w") == "denied" and not Path(outside).exists()
+    assert session.call("in_scratch") == "opened"
+    assert session.call("try_open", os.devnull, "w") == "opened"

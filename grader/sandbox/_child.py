@@ -27,7 +27,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from grader.ingest import Program
-from grader.sandbox import protocol
+from grader.sandbox import landlock, protocol
 from grader.sandbox.limits import Limits, die_with_parent
 from grader.sandbox.protocol import Handle, Status
 
@@ -94,6 +94,8 @@ def _confine(limits: Limits, scratch: Path, device: str, hidden_paths: tuple[str
     resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
     resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds))
     torch.set_num_threads(limits.threads)
+    if landlock.abi_version() > 0:
+        landlock.restrict(str(scratch))  # from here on, the grader's files cannot be opened
     if device.startswith("cuda"):
         # RLIMIT_AS breaks CUDA's large virtual mappings; cap the GPU allocator instead.
         total = torch.cuda.get_device_properties(device).total_memory
