@@ -75,6 +75,7 @@ class PendingGrade:
     status: str
     error: str | None
     device: str
+    sandbox: list[str]
     started: float
     run: ForkedRun
 
@@ -99,7 +100,7 @@ class PendingGrade:
             status, error = Status.GRADER_ERROR, str(exc)
             result = NO_RESULT
         report = build_report(self.assignment, self.submission, status, error, result, self.device,
-                              time.monotonic() - self.started)
+                              time.monotonic() - self.started, self.sandbox)
         report.submission_sha256 = self.sha256
         return report
 
@@ -132,14 +133,15 @@ def start_grading(
         error = str(exc)
     except OSError as exc:
         error = f"the file cannot be read: {exc.strerror or exc}"
+    layers = sandbox_layers() if program else []  # probed here, so that every fork inherits the answers
     run = ForkedRun(lambda: run_suite(assignment, program, limits, device), total_timeout_s)
     return PendingGrade(assignment, str(submission if submission is not None else path), file_sha256(path),
-                        Status.GRADED if program else Status.UNGRADABLE, error, device, started, run)
+                        Status.GRADED if program else Status.UNGRADABLE, error, device, layers, started, run)
 
 
 def failed_report(assignment: Assignment, submission: str, device: str, error: str) -> GradeReport:
     """The report for a submission the grader could not run at all."""
-    return build_report(assignment, submission, Status.GRADER_ERROR, error, NO_RESULT, device, 0.0)
+    return build_report(assignment, submission, Status.GRADER_ERROR, error, NO_RESULT, device, 0.0, [])
 
 
 def file_sha256(path: Path) -> str:
@@ -151,7 +153,8 @@ def file_sha256(path: Path) -> str:
 
 
 def build_report(
-    assignment: Assignment, submission: str, status: str, error: str | None, result: dict, device: str, duration_s: float
+    assignment: Assignment, submission: str, status: str, error: str | None, result: dict, device: str,
+    duration_s: float, sandbox: list[str],
 ) -> GradeReport:
     tests = []
     for test in result["tests"]:
@@ -185,5 +188,5 @@ def build_report(
         parts=parts,
         notes=list(result["notes"]),
         output=result["output"],
-        sandbox=sandbox_layers() if status == Status.GRADED else [],
+        sandbox=sandbox if status == Status.GRADED else [],
     )

@@ -28,7 +28,7 @@ from grader import warm  # noqa: F401  (imports torch makes lazily, once per gra
 from grader.assignment import REFERENCE_DIR, Assignment
 from grader.ingest import Program
 from grader.plugin import GradingPlugin
-from grader.sandbox import landlock
+from grader.sandbox import landlock, namespaces
 from grader.sandbox.limits import Limits, die_with_parent
 from grader.sandbox.session import StudentSession
 from grader.sandbox.zygote import Zygote
@@ -38,6 +38,8 @@ def sandbox_layers() -> list[str]:
     """The isolation layers a student's process gets here, for the report."""
     layers = ["fork-per-submission", "own-process-group", "rlimits", "scratch-dir", "scrubbed-env",
               "import-path-hiding"]
+    if namespaces.network_isolation_available():
+        layers.append("no-network")
     if landlock.abi_version() > 0:
         roots = landlock.readable_roots()
         inside = [root for root in roots if landlock.covers([root], str(REFERENCE_DIR))]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import tempfile
 import time
 from pathlib import Path
@@ -13,7 +14,7 @@ import torch
 
 import reference
 from grader.ingest import Cell, Program
-from grader.sandbox import landlock
+from grader.sandbox import landlock, namespaces
 from grader.sandbox.limits import Limits
 from grader.sandbox.session import (
     StudentCrashed,
@@ -236,3 +237,21 @@ def test_landlock_keeps_the_grader_files_out_of_reach(session_for, tmp_path):
     assert session.call("try_open", outside, "w") == "denied" and not Path(outside).exists()
     assert session.call("in_scratch") == "opened"
     assert session.call("try_open", os.devnull, "w") == "opened"
+
+
+@pytest.mark.skipif(not namespaces.network_isolation_available(), reason="no network namespaces here")
+def test_the_child_cannot_reach_the_network_not_even_this_machine(session_for):
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    try:
+        session = session_for(
+            "import socket\n"
+            "def connect(port):\n"
+            "    try:\n"
+            "        socket.create_connection(('127.0.0.1', port), timeout=1).close()\n"
+            "        return 'connected'\n"
+            "    except OSError as exc:\n"
+            "        return type(exc).__name__\n")
+        assert session.call("connect", port) != "connected"
+    finally:
+        listener.close()

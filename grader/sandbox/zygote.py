@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.ingest import Program
-from grader.sandbox import _child
+from grader.sandbox import _child, namespaces
 from grader.sandbox.limits import Limits, die_with_parent
 
 
@@ -121,6 +121,7 @@ class _Server:
         self._device = device
         self._scratch_root = scratch_root
         self._hidden_paths = hidden_paths
+        self._isolate_network = namespaces.network_isolation_available()  # probed before any child
         self._children: set[int] = set()
         self._statuses: dict[int, int] = {}
 
@@ -155,7 +156,8 @@ class _Server:
             self._control.close()
             ours.close()
             program, limits = self._run_args
-            _child.run(theirs, program, limits, scratch, skip, self._device, self._hidden_paths)
+            _child.run(theirs, program, limits, scratch, skip, self._device, self._hidden_paths,
+                       self._isolate_network)
         theirs.close()
         self._children.add(pid)
         socket.send_fds(self._control, [json.dumps({"pid": pid, "scratch": str(scratch)}).encode()], [ours.fileno()])
