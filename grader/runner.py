@@ -38,8 +38,8 @@ def sandbox_layers() -> list[str]:
     """The isolation layers a student's process gets here, for the report."""
     layers = ["fork-per-submission", "own-process-group", "rlimits", "scratch-dir", "scrubbed-env",
               "import-path-hiding"]
-    if namespaces.network_isolation_available():
-        layers.append("no-network")
+    if namespaces.namespaces_available():
+        layers += ["no-network", "pid-namespace"]
     if landlock.abi_version() > 0:
         roots = landlock.readable_roots()
         inside = [root for root in roots if landlock.covers([root], str(REFERENCE_DIR))]

@@ -15,7 +15,7 @@ import pytest
 from grader.api import grade
 from grader.batch import discover, grade_batch, report_path, write_outputs
 from reference import as_submission
-from tests.conftest import ASSIGNMENT_03, ROOT, TEST_LIMITS
+from tests.conftest import ASSIGNMENT_03, ROOT, TEST_LIMITS, alive, descendants
 
 pytestmark = pytest.mark.slow
 REFERENCE = as_submission("multihead")
@@ -116,34 +116,11 @@ def test_killing_the_grader_leaves_no_process_behind(class_folder, tmp_path):
                                "--out", str(tmp_path / "r"), "--jobs", "2", "--device", "cpu"],
                               cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     time.sleep(4)
-    descendants = _descendants(grader.pid)
-    assert descendants, "nothing was running when the grader was killed"
+    running = descendants(grader.pid)
+    assert running, "nothing was running when the grader was killed"
     grader.kill()
     grader.wait()
     deadline = time.monotonic() + 5
-    while any(_alive(pid) for pid in descendants) and time.monotonic() < deadline:
+    while any(alive(pid) for pid in running) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not [pid for pid in descendants if _alive(pid)]
-
-
-def _descendants(pid: int) -> list[int]:
-    children = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    found, queue = [], [pid]
-    while queue:
-        for child in children.get(queue.pop(), []):
-            found.append(child)
-            queue.append(child)
-    return found
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+    assert not [pid for pid in running if alive(pid)]

@@ -24,6 +24,7 @@ from grader.sandbox.session import (
     StudentTimeout,
 )
 from grader.sandbox.zygote import Zygote
+from tests.conftest import alive, descendants
 
 LIMITS = Limits(call_timeout_s=2.0, cell_timeout_s=1.0, memory_bytes=1 * 2**30, output_bytes=1000)
 
@@ -46,14 +47,6 @@ def session_for():
         session.close()
         zygote.stop()
         shutil.rmtree(scratch, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
 
 
 def test_call_returns_tensors_and_keeps_objects_in_the_child(session_for):
@@ -110,12 +103,12 @@ def test_no_process_outlives_the_session(session_for):
                           "p = subprocess.Popen(['sleep', '300'])\n"
                           "def pids():\n    return (os.getpid(), p.pid)\n")
     child, grandchild = session.call("pids")
-    assert _alive(child) and _alive(grandchild)
+    assert alive(child) and alive(grandchild)
     session.close()
     deadline = time.monotonic() + 2
-    while (_alive(child) or _alive(grandchild)) and time.monotonic() < deadline:
+    while (alive(child) or alive(grandchild)) and time.monotonic() < deadline:
         time.sleep(0.02)
-    assert not _alive(child) and not _alive(grandchild)
+    assert not alive(child) and not alive(grandchild)
 
 
 def test_child_inherits_no_descriptor_of_the_grader(session_for):
@@ -239,7 +232,7 @@ def test_landlock_keeps_the_grader_files_out_of_reach(session_for, tmp_path):
     assert session.call("try_open", os.devnull, "w") == "opened"
 
 
-@pytest.mark.skipif(not namespaces.network_isolation_available(), reason="no network namespaces here")
+@pytest.mark.skipif(not namespaces.namespaces_available(), reason="no network namespaces here")
 def test_the_child_cannot_reach_the_network_not_even_this_machine(session_for):
     listener = socket.create_server(("127.0.0.1", 0))
     port = listener.getsockname()[1]
@@ -255,3 +248,20 @@ def test_the_child_cannot_reach_the_network_not_even_this_machine(session_for):
         assert session.call("connect", port) != "connected"
     finally:
         listener.close()
+
+
+@pytest.mark.skipif(not namespaces.namespaces_available(), reason="no PID namespaces here")
+def test_processes_that_leave_the_process_group_still_end_with_the_session(session_for):
+    session = session_for("import os, subprocess\n"
+                          "p = subprocess.Popen(['sleep', '300'], start_new_session=True)\n"
+                          "def me():\n    return os.getpid()\n")
+    session.call("me")
+    escaped = [pid for pid in descendants(os.getpid()) if Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"sleep")]
+    assert escaped, "the escaping process did not start"
+    nspid = next(line for line in Path(f"/proc/{escaped[0]}/status").read_text().splitlines() if line.startswith("NSpid"))
+    assert len(nspid.split()) == 3, nspid  # "NSpid: <host pid> <pid in the child's namespace>"
+    session.close()
+    deadline = time.monotonic() + 2
+    while any(alive(pid) for pid in escaped) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not [pid for pid in escaped if alive(pid)]

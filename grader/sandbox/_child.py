@@ -45,13 +45,13 @@ def run(
     skip: frozenset[int],
     device: str,
     hidden_paths: tuple[str, ...],
-    isolate_network: bool,
+    isolate: bool,
 ) -> None:
     """Confine this process, run the program, serve calls. Never returns."""
     code = 0
     try:
         sock = _to_high_descriptor(sock)
-        _confine(limits, scratch, device, hidden_paths, isolate_network)
+        _confine(limits, scratch, device, hidden_paths, isolate)
         namespace = _new_namespace(program.kind)
         for index, cell in enumerate(program.cells):
             if index not in skip:
@@ -79,7 +79,7 @@ def _to_high_descriptor(sock: socket.socket) -> socket.socket:
     return moved
 
 
-def _confine(limits: Limits, scratch: Path, device: str, hidden_paths: tuple[str, ...], isolate_network: bool) -> None:
+def _confine(limits: Limits, scratch: Path, device: str, hidden_paths: tuple[str, ...], isolate: bool) -> None:
     os.setsid()  # own session and process group: the parent kills the whole group
     die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_DFL)
@@ -95,8 +95,8 @@ def _confine(limits: Limits, scratch: Path, device: str, hidden_paths: tuple[str
     resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
     resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds))
     torch.set_num_threads(limits.threads)
-    if isolate_network:
-        namespaces.unshare_network()  # from here on, no address can be reached
+    if isolate:
+        namespaces.isolate()  # no address can be reached; whatever the student starts dies with us
     if landlock.abi_version() > 0:
         landlock.restrict(str(scratch))  # from here on, the grader's files cannot be opened
     if device.startswith("cuda"):

@@ -121,7 +121,7 @@ class _Server:
         self._device = device
         self._scratch_root = scratch_root
         self._hidden_paths = hidden_paths
-        self._isolate_network = namespaces.network_isolation_available()  # probed before any child
+        self._isolate = namespaces.namespaces_available()  # probed before any child
         self._children: set[int] = set()
         self._statuses: dict[int, int] = {}
 
@@ -157,7 +157,7 @@ class _Server:
             ours.close()
             program, limits = self._run_args
             _child.run(theirs, program, limits, scratch, skip, self._device, self._hidden_paths,
-                       self._isolate_network)
+                       self._isolate)
         theirs.close()
         self._children.add(pid)
         socket.send_fds(self._control, [json.dumps({"pid": pid, "scratch": str(scratch)}).encode()], [ours.fileno()])
