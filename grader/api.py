@@ -18,11 +18,12 @@ from pathlib import Path
 import torch
 
 from grader import scoring
-from grader.assignment import Assignment
+from grader.assignment import REFERENCE_DIR, Assignment
 from grader.ingest import Program, Ungradable, load_submission
 from grader.plugin import Outcome
 from grader.report import GradeReport, Status, TestResult
-from grader.runner import ForkedRun, SuiteError, run_suite, sandbox_layers
+from grader.runner import ForkedRun, SuiteError, run_suite
+from grader.sandbox.isolation import choose
 from grader.sandbox.limits import Limits
 
 DEFAULT_TOTAL_TIMEOUT_S = 900.0
@@ -53,6 +54,7 @@ def grade(
     *,
     device: str = "auto",
     limits: Limits = Limits(),
+    sandbox: str = "basic",
     total_timeout_s: float = DEFAULT_TOTAL_TIMEOUT_S,
 ) -> GradeReport:
     """Grade one submission (default: the student's working copy in the assignment).
@@ -60,7 +62,8 @@ def grade(
     Call it from a process that has not run multi-threaded torch ops (the grader forks
     from it; see NOTES on OpenMP), such as the ``grade`` command.
     """
-    pending = start_grading(assignment, submission, device=device, limits=limits, total_timeout_s=total_timeout_s)
+    pending = start_grading(assignment, submission, device=device, limits=limits, sandbox=sandbox,
+                            total_timeout_s=total_timeout_s)
     pending.wait()
     return pending.finish()
 
@@ -114,6 +117,7 @@ def start_grading(
     *,
     device: str = "auto",
     limits: Limits = Limits(),
+    sandbox: str = "basic",
     total_timeout_s: float = DEFAULT_TOTAL_TIMEOUT_S,
 ) -> PendingGrade:
     """Load the submission and start its hidden suite in a forked process; returns at once."""
@@ -122,6 +126,7 @@ def start_grading(
         assignment = Assignment.load(assignment)
     path = Path(submission) if submission is not None else assignment.working_copy()
     device = resolve_device(device)
+    isolation = choose(sandbox, REFERENCE_DIR)  # probed here, so that every fork inherits the answers
     for module in assignment.preload:  # once per grader process; every fork starts with it
         importlib.import_module(module)
 
@@ -133,8 +138,8 @@ def start_grading(
         error = str(exc)
     except OSError as exc:
         error = f"the file cannot be read: {exc.strerror or exc}"
-    layers = sandbox_layers() if program else []  # probed here, so that every fork inherits the answers
-    run = ForkedRun(lambda: run_suite(assignment, program, limits, device), total_timeout_s)
+    layers = isolation.layers() if program else []
+    run = ForkedRun(lambda: run_suite(assignment, program, limits, device, isolation), total_timeout_s)
     return PendingGrade(assignment, str(submission if submission is not None else path), file_sha256(path),
                         Status.GRADED if program else Status.UNGRADABLE, error, device, layers, started, run)
 

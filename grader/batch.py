@@ -78,6 +78,7 @@ def grade_batch(
     jobs: int = os.cpu_count() or 1,
     device: str = "auto",
     limits: Limits = Limits(),
+    sandbox: str = "basic",
     force: bool = False,
     executor: str = "local",
     ray_address: str | None = None,
@@ -104,9 +105,11 @@ def grade_batch(
     if executor == "ray":
         from grader.ray_executor import run_on_ray
 
-        results = run_on_ray(assignment, folder, todo, jobs=jobs, device=device, limits=limits, address=ray_address)
+        results = run_on_ray(assignment, folder, todo, jobs=jobs, device=device, limits=limits, sandbox=sandbox,
+                             address=ray_address)
     else:
-        results = run_locally(assignment, folder, todo, jobs=jobs, device=resolve_device(device), limits=limits)
+        results = run_locally(assignment, folder, todo, jobs=jobs, device=resolve_device(device), limits=limits,
+                              sandbox=sandbox)
     with contextlib.closing(results):  # interrupted: the executor stops what still runs
         for relative, report in results:
             report.write_json(report_path(out, relative))
@@ -118,7 +121,7 @@ def grade_batch(
 
 
 def run_locally(
-    assignment: Assignment, folder: Path, todo: list[Path], *, jobs: int, device: str, limits: Limits
+    assignment: Assignment, folder: Path, todo: list[Path], *, jobs: int, device: str, limits: Limits, sandbox: str
 ) -> Iterator[tuple[Path, GradeReport]]:
     """Grade on this machine, ``jobs`` submissions at a time, yielding each report when ready."""
     todo = list(todo)
@@ -127,7 +130,8 @@ def run_locally(
         while todo or pending:
             while todo and len(pending) < max(jobs, 1):
                 relative = todo.pop(0)
-                pending[start_grading(assignment, folder / relative, device=device, limits=limits)] = relative
+                pending[start_grading(assignment, folder / relative, device=device, limits=limits,
+                                      sandbox=sandbox)] = relative
             wait = max(min(job.deadline for job in pending) - time.monotonic(), 0)
             select.select(list(pending), [], [], wait)
             for job in [job for job in pending if job.poll() or time.monotonic() >= job.deadline]:

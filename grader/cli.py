@@ -44,6 +44,9 @@ def _add_limit_options(parser: argparse.ArgumentParser) -> None:
                         help="time limit per call into student code and per notebook cell (default 10)")
     parser.add_argument("--memory", type=float, default=4.0, metavar="GIB",
                         help="memory limit of the student's code (default 4)")
+    parser.add_argument("--sandbox", choices=("strict", "basic", "off"), default="basic",
+                        help="isolation beyond the child process: basic uses what this machine offers and warns "
+                             "about the rest; strict refuses to grade without Landlock and namespaces; off uses neither")
 
 
 def _limits(args: argparse.Namespace):
@@ -86,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
 def _grade(args: argparse.Namespace, console: Console) -> int:
     from grader.api import grade
     from grader.assignment import AssignmentError
+    from grader.sandbox.isolation import SandboxUnavailable
     from grader.render import render_report
     from grader.report import Status
 
@@ -93,8 +97,9 @@ def _grade(args: argparse.Namespace, console: Console) -> int:
         console.print(f"[red]error:[/] no such submission file: {args.submission}")
         return EXIT_USAGE
     try:
-        report = grade(args.assignment, args.submission, device=args.device, limits=_limits(args))
-    except (AssignmentError, ValueError) as exc:
+        report = grade(args.assignment, args.submission, device=args.device, limits=_limits(args),
+                       sandbox=args.sandbox)
+    except (AssignmentError, ValueError, SandboxUnavailable) as exc:
         console.print(f"[red]error:[/] {exc}")
         return EXIT_USAGE
     if args.json:
@@ -109,6 +114,7 @@ def _batch(args: argparse.Namespace, console: Console) -> int:
 
     from grader.assignment import AssignmentError
     from grader.batch import grade_batch, write_outputs
+    from grader.sandbox.isolation import SandboxUnavailable
     from grader.render import summary_table
 
     if not args.folder.is_dir():
@@ -137,9 +143,9 @@ def _batch(args: argparse.Namespace, console: Console) -> int:
     try:
         with progress:
             result = grade_batch(args.assignment, args.folder, args.out, jobs=args.jobs, device=args.device,
-                                 limits=_limits(args), force=args.force, executor=args.executor,
+                                 limits=_limits(args), sandbox=args.sandbox, force=args.force, executor=args.executor,
                                  ray_address=args.ray_address, on_start=on_start, on_report=on_report)
-    except (AssignmentError, ValueError) as exc:
+    except (AssignmentError, ValueError, SandboxUnavailable) as exc:
         console.print(f"[red]error:[/] {exc}")
         return EXIT_USAGE
     except KeyboardInterrupt:

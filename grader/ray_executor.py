@@ -25,13 +25,14 @@ from grader.sandbox.limits import Limits
 GPU_FRACTION_PER_TASK = 0.25  # four submissions share a GPU; each child's memory is capped too
 
 
-def _grade_on_worker(assignment_dir: str, name: str, content: bytes, label: str, device: str, limits: dict) -> dict:
+def _grade_on_worker(assignment_dir: str, name: str, content: bytes, label: str, device: str, limits: dict,
+                     sandbox: str) -> dict:
     from grader.api import grade
 
     with tempfile.TemporaryDirectory(prefix="grader-ray-") as tmp:
         path = Path(tmp) / name  # the name keeps its suffix: .py or .ipynb
         path.write_bytes(content)
-        report = grade(assignment_dir, path, device=device, limits=Limits(**limits))
+        report = grade(assignment_dir, path, device=device, limits=Limits(**limits), sandbox=sandbox)
     report.submission = label  # the path as given on the driver, as `grade` would write
     return report.to_dict()
 
@@ -44,6 +45,7 @@ def run_on_ray(
     jobs: int,
     device: str,
     limits: Limits,
+    sandbox: str,
     address: str | None = None,
 ) -> Iterator[tuple[Path, GradeReport]]:
     """Submit every file as a task; yield each report as it completes."""
@@ -61,7 +63,7 @@ def run_on_ray(
     assignment_dir = str(assignment.directory.resolve())
     pending = {
         task.remote(assignment_dir, relative.name, (folder / relative).read_bytes(), str(folder / relative),
-                    device, asdict(limits)): relative
+                    device, asdict(limits), sandbox): relative
         for relative in todo
     }
     try:

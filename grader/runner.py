@@ -28,30 +28,18 @@ from grader import warm  # noqa: F401  (imports torch makes lazily, once per gra
 from grader.assignment import REFERENCE_DIR, Assignment
 from grader.ingest import Program
 from grader.plugin import GradingPlugin
-from grader.sandbox import landlock, namespaces
+from grader.sandbox.isolation import Isolation
 from grader.sandbox.limits import Limits, die_with_parent
 from grader.sandbox.session import StudentSession
 from grader.sandbox.zygote import Zygote
-
-
-def sandbox_layers() -> list[str]:
-    """The isolation layers a student's process gets here, for the report."""
-    layers = ["fork-per-submission", "own-process-group", "rlimits", "scratch-dir", "scrubbed-env",
-              "import-path-hiding"]
-    if namespaces.namespaces_available():
-        layers += ["no-network", "pid-namespace"]
-    if landlock.abi_version() > 0:
-        roots = landlock.readable_roots()
-        inside = [root for root in roots if landlock.covers([root], str(REFERENCE_DIR))]
-        layers.append(f"landlock (reference readable: it is inside {inside[0]})" if inside else "landlock")
-    return layers
 
 
 class SuiteError(Exception):
     """The hidden suite could not run: a grader problem, not the student's."""
 
 
-def run_suite(assignment: Assignment, program: Program | None, limits: Limits, device: str) -> dict:
+def run_suite(assignment: Assignment, program: Program | None, limits: Limits, device: str,
+              isolation: Isolation) -> dict:
     """Run the hidden suite (collect only, when ``program`` is None); returns JSON-able results.
 
     Call this in a process of its own (see :class:`ForkedRun`).
@@ -63,7 +51,7 @@ def run_suite(assignment: Assignment, program: Program | None, limits: Limits, d
     try:
         if program is not None:
             # Before pytest imports the reference or runs any op: the zygote must be clean.
-            zygote = Zygote.start(program, limits, device, scratch_root, (str(REFERENCE_DIR),))
+            zygote = Zygote.start(program, limits, device, scratch_root, (str(REFERENCE_DIR),), isolation)
             session = StudentSession(zygote, program, limits)
         torch.set_num_threads(1)
         grading = GradingPlugin(session, torch.device(device))

@@ -89,3 +89,11 @@ def test_the_grader_process_never_imports_the_reference():
             "print(leaked)\n")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert result.returncode == 0 and result.stdout.strip() == "[]", result.stderr
+
+
+def test_sandbox_mode_is_reported(tmp_path):
+    out = tmp_path / "r.json"
+    result = grade("assignments/03", "--submission", "examples/03/submission.py", "--sandbox", "off",
+                   "--json", str(out), "--quiet")
+    assert result.returncode == 0
+    assert not [layer for layer in json.loads(out.read_text())["sandbox"] if "landlock" in layer or "namespace" in layer]

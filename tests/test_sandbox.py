@@ -14,7 +14,7 @@ import torch
 
 import reference
 from grader.ingest import Cell, Program
-from grader.sandbox import landlock, namespaces
+from grader.sandbox import isolation, landlock, namespaces
 from grader.sandbox.limits import Limits
 from grader.sandbox.session import (
     StudentCrashed,
@@ -34,10 +34,11 @@ def session_for():
     """session_for(*cell_sources, kind="notebook") -> a StudentSession; all cleaned up after."""
     opened = []
 
-    def make(*sources: str, kind: str = "notebook", limits: Limits = LIMITS) -> StudentSession:
+    def make(*sources: str, kind: str = "notebook", limits: Limits = LIMITS, sandbox: str = "basic") -> StudentSession:
         program = Program(kind, tuple(Cell(source, f"cell {i + 1}") for i, source in enumerate(sources)))
         scratch = Path(tempfile.mkdtemp())
-        zygote = Zygote.start(program, limits, "cpu", scratch, (str(reference.PACKAGE_DIR),))
+        zygote = Zygote.start(program, limits, "cpu", scratch, (str(reference.PACKAGE_DIR),),
+                              isolation.choose(sandbox, reference.PACKAGE_DIR))
         session = StudentSession(zygote, program, limits)
         opened.append((session, zygote, scratch))
         return session
@@ -230,6 +231,8 @@ def test_landlock_keeps_the_grader_files_out_of_reach(session_for, tmp_path):
     assert session.call("try_open", outside, "w") == "denied" and not Path(outside).exists()
     assert session.call("in_scratch") == "opened"
     assert session.call("try_open", os.devnull, "w") == "opened"
+    unconfined = session_for("def try_open(path):\n    open(path).close()\n    return 'opened'\n", sandbox="off")
+    assert unconfined.call("try_open", reference_file) == "opened"  # what the layer prevents
 
 
 @pytest.mark.skipif(not namespaces.namespaces_available(), reason="no network namespaces here")
@@ -265,3 +268,32 @@ def test_processes_that_leave_the_process_group_still_end_with_the_session(sessi
     while any(alive(pid) for pid in escaped) and time.monotonic() < deadline:
         time.sleep(0.02)
     assert not [pid for pid in escaped if alive(pid)]
+
+
+def test_strict_refuses_to_grade_without_every_layer(monkeypatch):
+    monkeypatch.setattr(landlock, "abi_version", lambda: 0)
+    with pytest.raises(isolation.SandboxUnavailable, match="Landlock"):
+        isolation.choose("strict", reference.PACKAGE_DIR)
+
+
+def test_basic_warns_about_a_missing_layer_and_grades_with_the_others(monkeypatch):
+    monkeypatch.setattr(landlock, "abi_version", lambda: 0)
+    with pytest.warns(isolation.SandboxWarning, match="Landlock"):
+        chosen = isolation.choose("basic", reference.PACKAGE_DIR)
+    assert not chosen.landlock and "landlock" not in " ".join(chosen.layers())
+    assert chosen.namespaces == namespaces.namespaces_available()
+
+
+def test_a_reference_inside_a_readable_directory_is_not_called_protected(monkeypatch, tmp_path):
+    monkeypatch.setattr(landlock, "readable_roots", lambda: [str(tmp_path)])
+    if landlock.abi_version() < 1:
+        pytest.skip("this kernel has no Landlock")
+    with pytest.raises(isolation.SandboxUnavailable, match="reference readable"):
+        isolation.choose("strict", tmp_path / "reference")
+    with pytest.warns(isolation.SandboxWarning):
+        layers = isolation.choose("basic", tmp_path / "reference").layers()
+    assert any(layer.startswith("landlock (reference readable") for layer in layers)
+
+
+def test_off_uses_no_optional_layer():
+    assert isolation.choose("off", reference.PACKAGE_DIR).layers() == isolation.BASE_LAYERS

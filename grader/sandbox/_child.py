@@ -28,6 +28,7 @@ from torch.overrides import TorchFunctionMode
 
 from grader.ingest import Program
 from grader.sandbox import landlock, namespaces, protocol
+from grader.sandbox.isolation import Isolation
 from grader.sandbox.limits import Limits, die_with_parent
 from grader.sandbox.protocol import Handle, Status
 
@@ -45,13 +46,13 @@ def run(
     skip: frozenset[int],
     device: str,
     hidden_paths: tuple[str, ...],
-    isolate: bool,
+    isolation: Isolation,
 ) -> None:
     """Confine this process, run the program, serve calls. Never returns."""
     code = 0
     try:
         sock = _to_high_descriptor(sock)
-        _confine(limits, scratch, device, hidden_paths, isolate)
+        _confine(limits, scratch, device, hidden_paths, isolation)
         namespace = _new_namespace(program.kind)
         for index, cell in enumerate(program.cells):
             if index not in skip:
@@ -79,7 +80,7 @@ def _to_high_descriptor(sock: socket.socket) -> socket.socket:
     return moved
 
 
-def _confine(limits: Limits, scratch: Path, device: str, hidden_paths: tuple[str, ...], isolate: bool) -> None:
+def _confine(limits: Limits, scratch: Path, device: str, hidden_paths: tuple[str, ...], isolation: Isolation) -> None:
     os.setsid()  # own session and process group: the parent kills the whole group
     die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_DFL)
@@ -95,9 +96,9 @@ def _confine(limits: Limits, scratch: Path, device: str, hidden_paths: tuple[str
     resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
     resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds))
     torch.set_num_threads(limits.threads)
-    if isolate:
+    if isolation.namespaces:
         namespaces.isolate()  # no address can be reached; whatever the student starts dies with us
-    if landlock.abi_version() > 0:
+    if isolation.landlock:
         landlock.restrict(str(scratch))  # from here on, the grader's files cannot be opened
     if device.startswith("cuda"):
         # RLIMIT_AS breaks CUDA's large virtual mappings; cap the GPU allocator instead.

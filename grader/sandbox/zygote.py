@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.ingest import Program
-from grader.sandbox import _child, namespaces
+from grader.sandbox import _child
+from grader.sandbox.isolation import Isolation
 from grader.sandbox.limits import Limits, die_with_parent
 
 
@@ -57,12 +58,13 @@ class Zygote:
         device: str,
         scratch_root: Path,
         hidden_paths: tuple[str, ...],
+        isolation: Isolation,
     ) -> Zygote:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         pid = os.fork()
         if pid == 0:
             ours.close()
-            _serve(theirs, program, limits, device, scratch_root, hidden_paths)
+            _serve(theirs, program, limits, device, scratch_root, hidden_paths, isolation)
         theirs.close()
         return cls(pid, ours)
 
@@ -94,6 +96,7 @@ def _serve(
     device: str,
     scratch_root: Path,
     hidden_paths: tuple[str, ...],
+    isolation: Isolation,
 ) -> None:
     """The zygote's loop. Never returns."""
     try:
@@ -109,19 +112,19 @@ def _serve(
         sys.stderr = open(2, "w", closefd=False)
         die_with_parent()
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the grader's to handle
-        _Server(control, program, limits, device, scratch_root, hidden_paths).serve()
+        _Server(control, program, limits, device, scratch_root, hidden_paths, isolation).serve()
     finally:
         os._exit(0)
 
 
 class _Server:
-    def __init__(self, control, program, limits, device, scratch_root, hidden_paths):
+    def __init__(self, control, program, limits, device, scratch_root, hidden_paths, isolation):
         self._control = control
         self._run_args = (program, limits)
         self._device = device
         self._scratch_root = scratch_root
         self._hidden_paths = hidden_paths
-        self._isolate = namespaces.namespaces_available()  # probed before any child
+        self._isolation = isolation
         self._children: set[int] = set()
         self._statuses: dict[int, int] = {}
 
@@ -157,7 +160,7 @@ class _Server:
             ours.close()
             program, limits = self._run_args
             _child.run(theirs, program, limits, scratch, skip, self._device, self._hidden_paths,
-                       self._isolate)
+                       self._isolation)
         theirs.close()
         self._children.add(pid)
         socket.send_fds(self._control, [json.dumps({"pid": pid, "scratch": str(scratch)}).encode()], [ours.fileno()])
