@@ -141,3 +141,16 @@ def test_what_the_submission_prints_is_in_the_report(grade_source):
     report = grade_source('print("hello from the student")\n' + REFERENCE)
     assert report.output.startswith("hello from the student\n")
     assert report.score == report.max_score
+
+
+def test_killing_the_graders_process_is_the_students_doing_not_a_grader_error(grade_source):
+    source = mutant(REFERENCE, "    batch, num_heads, length, d_k = x.shape\n",
+                    "    batch, num_heads, length, d_k = x.shape\n"
+                    "    import os, signal; os.kill(os.getppid(), signal.SIGKILL)\n")
+    report = grade_source(source)
+    assert_valid(report)
+    assert report.status == Status.GRADED and report.error is None
+    # Answers the child gave before it died count (how many is a race); nothing runs after.
+    assert report.score < report.max_score
+    assert any("killed the grader's process" in note for note in report.notes)
+    assert all("internal grader error" not in t.message for p in report.parts for t in p.tests)

@@ -28,7 +28,11 @@ from grader.sandbox import protocol
 from grader.sandbox._child import OUTPUT_FILE
 from grader.sandbox.limits import Limits, format_bytes
 from grader.sandbox.protocol import Deadline, Handle, PeerClosed, ProtocolError, Status
-from grader.sandbox.zygote import Child, Zygote
+from grader.sandbox.zygote import Child, Zygote, ZygoteGone
+
+
+ZYGOTE_KILLED = ("your code killed the grader's process that starts it, so no further tests could run "
+                 "(do not signal other processes)")
 
 
 class StudentError(Exception):
@@ -192,7 +196,12 @@ class StudentSession:
         if self._load_failed:
             raise StudentCrashed(self._load_failed)
         if self._child is None:
-            self._child = self._load()
+            try:
+                self._child = self._load()
+            except ZygoteGone:
+                self._load_failed = ZYGOTE_KILLED
+                self._note(ZYGOTE_KILLED)
+                raise StudentCrashed(ZYGOTE_KILLED) from None
             self.generation += 1
         return self._child
 
@@ -262,10 +271,15 @@ class StudentSession:
             self._child = None
         if child.sock.fileno() == -1:
             return "it had already ended"
-        status = self._zygote.exit_status(child.pid) if hung_up else None
-        child.kill()  # the whole group, whatever the child left running
-        if status is None:
-            status = self._zygote.exit_status(child.pid)
+        try:
+            status = self._zygote.exit_status(child.pid) if hung_up else None
+            child.kill()  # the whole group, whatever the child left running
+            if status is None:
+                status = self._zygote.exit_status(child.pid)
+        except ZygoteGone:
+            child.kill()
+            self._collect_output(child)
+            return "it killed the grader's process that starts it"
         self._collect_output(child)
         return describe_exit(status, self.limits)
 

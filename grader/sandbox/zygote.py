@@ -45,6 +45,10 @@ class Child:
         self.sock.close()
 
 
+class ZygoteGone(Exception):
+    """The zygote is dead: only the student's code (running as the same user) kills it."""
+
+
 class Zygote:
     def __init__(self, pid: int, control: socket.socket):
         self.pid = pid
@@ -69,17 +73,26 @@ class Zygote:
         return cls(pid, ours)
 
     def spawn(self, skip: frozenset[int]) -> Child:
-        self._control.sendall(json.dumps({"op": "spawn", "skip": sorted(skip)}).encode())
-        data, fds, _, _ = socket.recv_fds(self._control, 4096, 1)
+        try:
+            self._control.sendall(json.dumps({"op": "spawn", "skip": sorted(skip)}).encode())
+            data, fds, _, _ = socket.recv_fds(self._control, 4096, 1)
+        except OSError as exc:
+            raise ZygoteGone(str(exc)) from None
         if not fds:
-            raise RuntimeError(f"zygote failed to spawn a child: {data[:200]!r}")
+            raise ZygoteGone(f"no child came back ({data[:200]!r})")
         reply = json.loads(data)
         return Child(reply["pid"], socket.socket(fileno=fds[0]), Path(reply["scratch"]))
 
     def exit_status(self, pid: int) -> int | None:
         """The child's raw wait status, or None if it has not ended within a second."""
-        self._control.sendall(json.dumps({"op": "status", "pid": pid}).encode())
-        return json.loads(self._control.recv(4096))["status"]
+        try:
+            self._control.sendall(json.dumps({"op": "status", "pid": pid}).encode())
+            reply = self._control.recv(4096)
+        except OSError as exc:
+            raise ZygoteGone(str(exc)) from None
+        if not reply:
+            raise ZygoteGone("connection closed")
+        return json.loads(reply)["status"]
 
     def stop(self) -> None:
         self._control.close()  # the zygote kills its children and exits on EOF
