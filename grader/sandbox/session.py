@@ -95,6 +95,16 @@ class StudentSession:
             raise StudentCrashed(f"{class_name}(...) did not return an object")
         return obj
 
+    def new_like(self, reference: torch.nn.Module, class_name: str, *args: Any, **kwargs: Any) -> RemoteObject:
+        """The student's ``class_name(*args, **kwargs)`` on the reference's device, holding the
+        reference's parameters (strict names; the student's own buffers are kept)."""
+        module = self.new(class_name, *args, **kwargs)
+        parameters = dict(reference.named_parameters())
+        if parameters:
+            module.method("to", next(iter(parameters.values())).device)
+            module.load_parameters(parameters)
+        return module
+
     def define(self, name: str, source: str) -> RemoteObject:
         """Run grader-provided helper code (not secret: e.g. a stock model) in the child;
         returns its module, whose functions and classes build objects there."""

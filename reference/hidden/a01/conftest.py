@@ -60,7 +60,5 @@ def reference_self_attention(device):
 @pytest.fixture
 def student_self_attention(student, reference_self_attention, device):
     """The student's SelfAttention holding the reference's parameters."""
-    module = student.new("SelfAttention", D_IN, D_OUT)
-    module.method("to", device)
-    module.load_parameters(dict(reference_self_attention.named_parameters()))
+    module = student.new_like(reference_self_attention, "SelfAttention", D_IN, D_OUT)
     return module

@@ -63,9 +63,7 @@ def test_self_attention_values(student, student_self_attention, reference_self_a
 def test_self_attention_with_bias(student, make_input, device):
     torch.manual_seed(1)
     reference = SelfAttention(D_IN, D_OUT, qkv_bias=True).to(device)
-    module = student.new("SelfAttention", D_IN, D_OUT, qkv_bias=True)
-    module.method("to", device)
-    module.load_parameters(dict(reference.named_parameters()))
+    module = student.new_like(reference, "SelfAttention", D_IN, D_OUT, qkv_bias=True)
     x = make_input(2, 4, D_IN, seed=61)
     expect_close("SelfAttention(qkv_bias=True)(x)", module(x), reference(x), atol=ATOL, rtol=RTOL,
                  mistakes=mistakes(student, reference, x))

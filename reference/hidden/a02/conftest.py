@@ -66,7 +66,5 @@ def reference_csa(device):
 @pytest.fixture
 def student_csa(student, reference_csa, device):
     """The student's CausalSelfAttention holding the reference's parameters (its own mask)."""
-    module = student.new("CausalSelfAttention", D_IN, D_OUT, CONTEXT)
-    module.method("to", device)
-    module.load_parameters(dict(reference_csa.named_parameters()))
+    module = student.new_like(reference_csa, "CausalSelfAttention", D_IN, D_OUT, CONTEXT)
     return module

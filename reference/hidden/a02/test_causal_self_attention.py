@@ -65,9 +65,7 @@ def test_csa_batch_and_length_of_one(student_csa, reference_csa, make_input):
 def test_csa_with_bias(student, make_input, device):
     torch.manual_seed(1)
     reference = CausalSelfAttention(D_IN, D_OUT, CONTEXT, qkv_bias=True).to(device)
-    module = student.new("CausalSelfAttention", D_IN, D_OUT, CONTEXT, qkv_bias=True)
-    module.method("to", device)
-    module.load_parameters(dict(reference.named_parameters()))
+    module = student.new_like(reference, "CausalSelfAttention", D_IN, D_OUT, CONTEXT, qkv_bias=True)
     x = make_input(2, 5, D_IN, seed=93)
     expect_csa("CausalSelfAttention(qkv_bias=True)(x)", module(x), reference, x)
 
@@ -91,9 +89,7 @@ def test_csa_rejects_input_longer_than_the_context(student_csa, make_input):
 
 @pytest.mark.part("CausalSelfAttention", points=2)
 def test_csa_dropout_is_off_in_eval_mode(student, reference_csa, make_input, device):
-    module = student.new("CausalSelfAttention", D_IN, D_OUT, CONTEXT, dropout=0.5)
-    module.method("to", device)
-    module.load_parameters(dict(reference_csa.named_parameters()))
+    module = student.new_like(reference_csa, "CausalSelfAttention", D_IN, D_OUT, CONTEXT, dropout=0.5)
     module.method("eval")
     x = make_input(2, 5, D_IN, seed=97)
     first = module(x)
@@ -111,9 +107,7 @@ def test_csa_dropout_is_off_in_eval_mode(student, reference_csa, make_input, dev
 
 
 def test_csa_dropout_is_on_in_training_mode(student, reference_csa, make_input, device, seed_student):
-    module = student.new("CausalSelfAttention", D_IN, D_OUT, CONTEXT, dropout=0.5)
-    module.method("to", device)
-    module.load_parameters(dict(reference_csa.named_parameters()))
+    module = student.new_like(reference_csa, "CausalSelfAttention", D_IN, D_OUT, CONTEXT, dropout=0.5)
     x = make_input(2, 5, D_IN, seed=98)
     seed_student(99)
     got = module(x)

@@ -30,7 +30,5 @@ def reference_mha(device):
 @pytest.fixture
 def student_mha(student, reference_mha, device):
     """The student's MultiHeadAttention holding the reference's parameters."""
-    module = student.new("MultiHeadAttention", D_MODEL, NUM_HEADS)
-    module.method("to", device)
-    module.load_parameters(dict(reference_mha.named_parameters()))
+    module = student.new_like(reference_mha, "MultiHeadAttention", D_MODEL, NUM_HEADS)
     return module

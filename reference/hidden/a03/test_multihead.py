@@ -78,9 +78,7 @@ def test_mha_gradients(student_mha, reference_mha, make_input):
 
 
 def test_mha_dropout_is_off_in_eval_mode(student, reference_mha, make_input, device):
-    module = student.new("MultiHeadAttention", D_MODEL, NUM_HEADS, dropout=0.5)
-    module.method("to", device)
-    module.load_parameters(dict(reference_mha.named_parameters()))
+    module = student.new_like(reference_mha, "MultiHeadAttention", D_MODEL, NUM_HEADS, dropout=0.5)
     module.method("eval")
     x = make_input(2, 5, D_MODEL, seed=19)
     expect_close("MultiHeadAttention(dropout=0.5) in eval mode", module(x, x, x), reference_mha(x, x, x),

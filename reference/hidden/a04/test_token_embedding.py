@@ -22,9 +22,7 @@ def _weights(module) -> dict[str, torch.Tensor]:
 @pytest.fixture
 def student_embedding(student, reference_embedding, device):
     """The student's TokenEmbedding holding the reference's weights."""
-    module = student.new("TokenEmbedding", VOCAB, D_MODEL, padding_idx=PAD)
-    module.method("to", device)
-    module.load_parameters(dict(reference_embedding.named_parameters()))
+    module = student.new_like(reference_embedding, "TokenEmbedding", VOCAB, D_MODEL, padding_idx=PAD)
     return module
 
 

@@ -92,32 +92,24 @@ def reference_transformer(device):
     return randomize_norms(Transformer(SRC_VOCAB, TGT_VOCAB, dropout=0.0, **TRANSFORMER_ARGS), seed=4).to(device)
 
 
-def load_student(student, device, reference: nn.Module, class_name: str, *args, **kwargs):
-    """The student's ``class_name(*args, **kwargs)`` on ``device`` holding ``reference``'s parameters."""
-    module = student.new(class_name, *args, **kwargs)
-    module.method("to", device)
-    module.load_parameters(dict(reference.named_parameters()))
-    return module
-
-
 @pytest.fixture
 def student_ffn(student, device, reference_ffn):
-    return load_student(student, device, reference_ffn, "FeedForward", D_MODEL, D_FF)
+    return student.new_like(reference_ffn, "FeedForward", D_MODEL, D_FF)
 
 
 @pytest.fixture
 def student_encoder_layer(student, device, reference_encoder_layer):
-    return load_student(student, device, reference_encoder_layer, "EncoderLayer", D_MODEL, NUM_HEADS, D_FF)
+    return student.new_like(reference_encoder_layer, "EncoderLayer", D_MODEL, NUM_HEADS, D_FF)
 
 
 @pytest.fixture
 def student_decoder_layer(student, device, reference_decoder_layer):
-    return load_student(student, device, reference_decoder_layer, "DecoderLayer", D_MODEL, NUM_HEADS, D_FF)
+    return student.new_like(reference_decoder_layer, "DecoderLayer", D_MODEL, NUM_HEADS, D_FF)
 
 
 @pytest.fixture
 def student_transformer(student, device, reference_transformer):
-    return load_student(student, device, reference_transformer, "Transformer", SRC_VOCAB, TGT_VOCAB,
+    return student.new_like(reference_transformer, "Transformer", SRC_VOCAB, TGT_VOCAB,
                         dropout=0.0, **TRANSFORMER_ARGS)
 
 

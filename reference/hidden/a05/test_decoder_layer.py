@@ -14,7 +14,6 @@ from reference.hidden.a05.conftest import (
     expect_gradients,
     expect_wiring,
     ffn_piece,
-    load_student,
 )
 from reference.layers import DecoderLayer
 
@@ -75,7 +74,7 @@ def test_decoder_layer_target_of_length_one(student_decoder_layer, reference_dec
 
 
 def test_decoder_layer_dropout_is_off_in_eval_mode(student, reference_decoder_layer, make_input, device):
-    layer = load_student(student, device, reference_decoder_layer, "DecoderLayer", D_MODEL, NUM_HEADS, D_FF,
+    layer = student.new_like(reference_decoder_layer, "DecoderLayer", D_MODEL, NUM_HEADS, D_FF,
                          dropout=0.5)
     layer.method("eval")
     x, memory = make_input(2, 4, D_MODEL, seed=88), make_input(2, 6, D_MODEL, seed=89)

@@ -14,7 +14,6 @@ from reference.hidden.a05.conftest import (
     expect_gradients,
     expect_wiring,
     ffn_piece,
-    load_student,
 )
 from reference.layers import EncoderLayer
 
@@ -68,7 +67,7 @@ def test_encoder_layer_batch_and_length_of_one(student_encoder_layer, reference_
 
 
 def test_encoder_layer_dropout_is_off_in_eval_mode(student, reference_encoder_layer, make_input, device):
-    layer = load_student(student, device, reference_encoder_layer, "EncoderLayer", D_MODEL, NUM_HEADS, D_FF,
+    layer = student.new_like(reference_encoder_layer, "EncoderLayer", D_MODEL, NUM_HEADS, D_FF,
                          dropout=0.5)
     layer.method("eval")
     x = make_input(2, 5, D_MODEL, seed=74)

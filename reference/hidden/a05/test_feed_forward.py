@@ -3,7 +3,7 @@ import torch
 
 from grader.checks import expect_close, expect_tensor
 from reference.hidden.a05 import variants
-from reference.hidden.a05.conftest import D_FF, D_MODEL, expect_contract_parameters, load_student
+from reference.hidden.a05.conftest import D_FF, D_MODEL, expect_contract_parameters
 from reference.layers import FeedForward
 
 pytestmark = pytest.mark.part("FeedForward")
@@ -36,7 +36,7 @@ def test_feed_forward_values(student_ffn, reference_ffn, make_input):
 def test_feed_forward_dropout_sits_between_relu_and_linear2(student, reference_ffn, make_input, device):
     # With p=1 in training mode dropout zeroes its whole input, so where it sits shows in
     # the output without any randomness: linear2(0) = linear2.bias everywhere.
-    module = load_student(student, device, reference_ffn, "FeedForward", D_MODEL, D_FF, dropout=1.0)
+    module = student.new_like(reference_ffn, "FeedForward", D_MODEL, D_FF, dropout=1.0)
     x = make_input(2, 4, D_MODEL, seed=62)
     params = _params(reference_ffn)
     want = params["linear2.bias"].expand(2, 4, D_MODEL)
@@ -49,7 +49,7 @@ def test_feed_forward_dropout_sits_between_relu_and_linear2(student, reference_f
 
 
 def test_feed_forward_dropout_is_off_in_eval_mode(student, reference_ffn, make_input, device):
-    module = load_student(student, device, reference_ffn, "FeedForward", D_MODEL, D_FF, dropout=0.5)
+    module = student.new_like(reference_ffn, "FeedForward", D_MODEL, D_FF, dropout=0.5)
     module.method("eval")
     x = make_input(2, 5, D_MODEL, seed=63)
     expect_close("FeedForward(dropout=0.5) in eval mode", module(x), reference_ffn(x), atol=ATOL, rtol=RTOL)

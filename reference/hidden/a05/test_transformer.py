@@ -14,7 +14,6 @@ from reference.hidden.a05.conftest import (
     expect_contract_parameters,
     expect_gradients,
     expect_wiring,
-    load_student,
     masks,
     transformer_pieces,
     transformer_modules,
@@ -141,7 +140,7 @@ def test_transformer_target_of_length_one(student_transformer, reference_transfo
 
 def test_transformer_dropout_is_off_in_eval_mode(student, reference_transformer, make_tokens, device):
     args = dict(TRANSFORMER_ARGS, dropout=0.1)
-    model = load_student(student, device, reference_transformer, "Transformer", SRC_VOCAB, TGT_VOCAB, **args)
+    model = student.new_like(reference_transformer, "Transformer", SRC_VOCAB, TGT_VOCAB, **args)
     model.method("eval")
     src, tgt_in = _tokens(make_tokens, seed=110)
     _expect_forward("Transformer(dropout=0.1) in eval mode", model, reference_transformer, src, tgt_in)
