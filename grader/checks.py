@@ -7,7 +7,7 @@ mistake would produce, a ``hint`` that names it. Messages never quote test sourc
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 import torch
@@ -86,6 +86,32 @@ def expect_raises(exc_type: type[BaseException], what: str, call: Callable[[], A
             if exc.type_name == "AssertionError" and name == "ValueError" else None
         raise CheckFailed(f"{what}: expected {name}, but your code raised {exc.type_name}: {exc.message}", hint) from None
     raise CheckFailed(f"{what}: expected {name}, but nothing was raised")
+
+
+def expect_contract_parameters(
+    what: str,
+    module: Any,
+    reference: torch.nn.Module,
+    *,
+    names_hint: str,
+    shape_hint: str = "a parameter has the wrong shape: check the layer sizes against the contract",
+    ignore: Collection[str] = (),
+    unexpected_hints: Mapping[str, str] | None = None,
+) -> None:
+    """The student's module (a remote object) has exactly the reference's parameter names and
+    shapes, which ``load_state_dict(strict=True)`` needs. ``names_hint`` says which submodules
+    the contract names; ``unexpected_hints`` name what a specific extra parameter means."""
+    got = {name: shape for name, shape in module.inspect()["parameters"].items() if name not in ignore}
+    want = {name: list(p.shape) for name, p in reference.named_parameters()}
+    if got == want:
+        return
+    missing, extra = sorted(want.keys() - got.keys()), sorted(got.keys() - want.keys())
+    wrong = [f"{name}: got {got[name]}, expected {want[name]}" for name in sorted(want.keys() & got.keys())
+             if got[name] != want[name]]
+    known = [hint for name, hint in (unexpected_hints or {}).items() if name in extra]
+    hint = known[0] if known else f"missing {missing}, unexpected {extra}: {names_hint}" if missing or extra \
+        else shape_hint
+    raise CheckFailed(f"{what} parameters: missing {missing}, unexpected {extra}, wrong shape {wrong}", hint)
 
 
 def describe_difference(got: torch.Tensor, want: torch.Tensor) -> str:

@@ -58,7 +58,6 @@ def reference_self_attention(device):
 
 
 @pytest.fixture
-def student_self_attention(student, reference_self_attention, device):
+def student_self_attention(student, reference_self_attention):
     """The student's SelfAttention holding the reference's parameters."""
-    module = student.new_like(reference_self_attention, "SelfAttention", D_IN, D_OUT)
-    return module
+    return student.new_like(reference_self_attention, "SelfAttention", D_IN, D_OUT)

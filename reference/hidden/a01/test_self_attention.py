@@ -2,7 +2,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from grader.checks import CheckFailed, expect_close, expect_tensor
+from grader.checks import expect_close, expect_contract_parameters, expect_tensor
 from grader.sandbox.session import StudentError
 from reference.attention import SelfAttention
 from reference.hidden.a01 import variants
@@ -41,14 +41,10 @@ def mistakes(student, module, x) -> dict:
 
 def test_self_attention_has_the_contract_parameters(student):
     for bias in (False, True):
-        got = student.new("SelfAttention", D_IN, D_OUT, qkv_bias=bias).inspect()["parameters"]
-        want = {name: list(p.shape) for name, p in SelfAttention(D_IN, D_OUT, qkv_bias=bias).named_parameters()}
-        if got != want:
-            missing, extra = sorted(want.keys() - got.keys()), sorted(got.keys() - want.keys())
-            raise CheckFailed(f"SelfAttention(qkv_bias={bias}) parameters: got {got}, expected {want}",
-                              f"missing {missing}, unexpected {extra}: use W_query, W_key, W_value = "
-                              "nn.Linear(d_in, d_out, bias=qkv_bias)" if missing or extra else
-                              "a parameter has the wrong shape: nn.Linear(d_in, d_out)")
+        expect_contract_parameters(f"SelfAttention(qkv_bias={bias})", student.new("SelfAttention", D_IN, D_OUT, qkv_bias=bias),
+                          SelfAttention(D_IN, D_OUT, qkv_bias=bias),
+                          names_hint="use W_query, W_key, W_value = nn.Linear(d_in, d_out, bias=qkv_bias)",
+                          shape_hint="a parameter has the wrong shape: nn.Linear(d_in, d_out)")
 
 
 @pytest.mark.part("SelfAttention", points=3)

@@ -64,7 +64,6 @@ def reference_csa(device):
 
 
 @pytest.fixture
-def student_csa(student, reference_csa, device):
+def student_csa(student, reference_csa):
     """The student's CausalSelfAttention holding the reference's parameters (its own mask)."""
-    module = student.new_like(reference_csa, "CausalSelfAttention", D_IN, D_OUT, CONTEXT)
-    return module
+    return student.new_like(reference_csa, "CausalSelfAttention", D_IN, D_OUT, CONTEXT)

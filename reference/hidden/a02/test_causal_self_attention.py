@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from grader.checks import CheckFailed, expect_close, expect_raises, expect_tensor
+from grader.checks import CheckFailed, expect_close, expect_contract_parameters, expect_raises, expect_tensor
 from reference.hidden.a02 import variants
 from reference.hidden.a02.conftest import CONTEXT, D_IN, D_OUT
 from reference.masks import CausalSelfAttention
@@ -24,16 +24,12 @@ def expect_csa(what, got, reference, x):
 
 def test_csa_has_the_contract_parameters(student):
     for bias in (False, True):
-        got = student.new("CausalSelfAttention", D_IN, D_OUT, CONTEXT, qkv_bias=bias).inspect()["parameters"]
-        want = {name: list(p.shape)
-                for name, p in CausalSelfAttention(D_IN, D_OUT, CONTEXT, qkv_bias=bias).named_parameters()}
-        if got != want:
-            missing, extra = sorted(want.keys() - got.keys()), sorted(got.keys() - want.keys())
-            hint = (variants.MASK_NOT_A_BUFFER if extra == ["mask"] else
-                    f"missing {missing}, unexpected {extra}: use W_query, W_key, W_value = "
-                    "nn.Linear(d_in, d_out, bias=qkv_bias)" if missing or extra else
-                    "a parameter has the wrong shape: nn.Linear(d_in, d_out)")
-            raise CheckFailed(f"CausalSelfAttention(qkv_bias={bias}) parameters: got {got}, expected {want}", hint)
+        expect_contract_parameters(f"CausalSelfAttention(qkv_bias={bias})",
+                          student.new("CausalSelfAttention", D_IN, D_OUT, CONTEXT, qkv_bias=bias),
+                          CausalSelfAttention(D_IN, D_OUT, CONTEXT, qkv_bias=bias),
+                          names_hint="use W_query, W_key, W_value = nn.Linear(d_in, d_out, bias=qkv_bias)",
+                          shape_hint="a parameter has the wrong shape: nn.Linear(d_in, d_out)",
+                          unexpected_hints={"mask": variants.MASK_NOT_A_BUFFER})
 
 
 def test_csa_mask_is_a_registered_buffer(student):

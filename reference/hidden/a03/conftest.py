@@ -28,7 +28,6 @@ def reference_mha(device):
 
 
 @pytest.fixture
-def student_mha(student, reference_mha, device):
+def student_mha(student, reference_mha):
     """The student's MultiHeadAttention holding the reference's parameters."""
-    module = student.new_like(reference_mha, "MultiHeadAttention", D_MODEL, NUM_HEADS)
-    return module
+    return student.new_like(reference_mha, "MultiHeadAttention", D_MODEL, NUM_HEADS)

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from grader.checks import CheckFailed, expect_close, expect_raises, expect_tensor
+from grader.checks import expect_close, expect_contract_parameters, expect_raises, expect_tensor
 from reference.hidden.a03 import variants
 from reference.hidden.a03.conftest import D_MODEL, NUM_HEADS
 from reference.multihead import MultiHeadAttention
@@ -19,14 +19,10 @@ def _params(module):
 
 def test_mha_has_the_contract_parameters(student):
     for bias in (True, False):
-        got = student.new("MultiHeadAttention", D_MODEL, NUM_HEADS, bias=bias).inspect()["parameters"]
-        want = {name: list(p.shape) for name, p in MultiHeadAttention(D_MODEL, NUM_HEADS, bias=bias).named_parameters()}
-        if got != want:
-            missing, extra = sorted(want.keys() - got.keys()), sorted(got.keys() - want.keys())
-            raise CheckFailed(f"MultiHeadAttention(bias={bias}) parameters: got {got}, expected {want}",
-                              f"missing {missing}, unexpected {extra}: use W_q, W_k, W_v, W_o = "
-                              "nn.Linear(d_model, d_model, bias=bias)" if missing or extra else
-                              "a parameter has the wrong shape")
+        expect_contract_parameters(f"MultiHeadAttention(bias={bias})",
+                          student.new("MultiHeadAttention", D_MODEL, NUM_HEADS, bias=bias),
+                          MultiHeadAttention(D_MODEL, NUM_HEADS, bias=bias),
+                          names_hint="use W_q, W_k, W_v, W_o = nn.Linear(d_model, d_model, bias=bias)")
 
 
 @pytest.mark.part("MultiHeadAttention", points=3)

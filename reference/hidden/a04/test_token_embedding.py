@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from grader.checks import CheckFailed, expect_close, expect_tensor
+from grader.checks import expect_close, expect_contract_parameters, expect_tensor
 from reference.hidden.a04 import variants
 from reference.hidden.a04.conftest import D_MODEL, PAD, VOCAB
 from reference.positions import TokenEmbedding
@@ -20,18 +20,15 @@ def _weights(module) -> dict[str, torch.Tensor]:
 
 
 @pytest.fixture
-def student_embedding(student, reference_embedding, device):
+def student_embedding(student, reference_embedding):
     """The student's TokenEmbedding holding the reference's weights."""
-    module = student.new_like(reference_embedding, "TokenEmbedding", VOCAB, D_MODEL, padding_idx=PAD)
-    return module
+    return student.new_like(reference_embedding, "TokenEmbedding", VOCAB, D_MODEL, padding_idx=PAD)
 
 
 def test_token_embedding_has_the_contract_parameters(student):
-    got = student.new("TokenEmbedding", VOCAB, D_MODEL).inspect()["parameters"]
-    want = {name: list(p.shape) for name, p in TokenEmbedding(VOCAB, D_MODEL).named_parameters()}
-    if got != want:
-        raise CheckFailed(f"TokenEmbedding({VOCAB}, {D_MODEL}) parameters: got {got}, expected {want}",
-                          "use one submodule embedding = nn.Embedding(vocab_size, d_model, padding_idx=padding_idx)")
+    names = "use one submodule embedding = nn.Embedding(vocab_size, d_model, padding_idx=padding_idx)"
+    expect_contract_parameters(f"TokenEmbedding({VOCAB}, {D_MODEL})", student.new("TokenEmbedding", VOCAB, D_MODEL),
+                      TokenEmbedding(VOCAB, D_MODEL), names_hint=names, shape_hint=names)
 
 
 @pytest.mark.part("TokenEmbedding", points=3)

@@ -1,16 +1,16 @@
 import pytest
 import torch
 
-from grader.checks import CheckFailed, expect_tensor
+from grader.checks import CheckFailed, expect_contract_parameters, expect_tensor
 from reference.hidden.a05 import variants
 from reference.hidden.a05.conftest import (
+    SHAPE_HINT,
     D_FF,
     D_MODEL,
     NUM_HEADS,
     attention_pieces,
     decoder_modules,
     diagnosing,
-    expect_contract_parameters,
     expect_gradients,
     expect_wiring,
     ffn_piece,
@@ -41,8 +41,8 @@ def _expect_layer(what, layer, reference, x, memory, tgt_mask=None, memory_mask=
 
 def test_decoder_layer_has_the_contract_parameters(student):
     expect_contract_parameters(f"DecoderLayer({D_MODEL}, {NUM_HEADS}, {D_FF})",
-                               student.new("DecoderLayer", D_MODEL, NUM_HEADS, D_FF),
-                               DecoderLayer(D_MODEL, NUM_HEADS, D_FF), NAMES)
+                      student.new("DecoderLayer", D_MODEL, NUM_HEADS, D_FF), DecoderLayer(D_MODEL, NUM_HEADS, D_FF),
+                      names_hint=f"use the contract's submodules: {NAMES}", shape_hint=SHAPE_HINT)
 
 
 def test_decoder_layer_shape(student_decoder_layer, make_input):

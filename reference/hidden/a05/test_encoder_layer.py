@@ -1,16 +1,16 @@
 import pytest
 import torch
 
-from grader.checks import expect_tensor
+from grader.checks import expect_contract_parameters, expect_tensor
 from reference.hidden.a05 import variants
 from reference.hidden.a05.conftest import (
+    SHAPE_HINT,
     D_FF,
     D_MODEL,
     NUM_HEADS,
     attention_pieces,
     diagnosing,
     encoder_modules,
-    expect_contract_parameters,
     expect_gradients,
     expect_wiring,
     ffn_piece,
@@ -38,8 +38,8 @@ def _expect_layer(what, layer, reference, x, mask=None):
 
 def test_encoder_layer_has_the_contract_parameters(student):
     expect_contract_parameters(f"EncoderLayer({D_MODEL}, {NUM_HEADS}, {D_FF})",
-                               student.new("EncoderLayer", D_MODEL, NUM_HEADS, D_FF),
-                               EncoderLayer(D_MODEL, NUM_HEADS, D_FF), NAMES)
+                      student.new("EncoderLayer", D_MODEL, NUM_HEADS, D_FF), EncoderLayer(D_MODEL, NUM_HEADS, D_FF),
+                      names_hint=f"use the contract's submodules: {NAMES}", shape_hint=SHAPE_HINT)
 
 
 def test_encoder_layer_shape(student_encoder_layer, make_input):

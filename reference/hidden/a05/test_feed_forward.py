@@ -1,9 +1,9 @@
 import pytest
 import torch
 
-from grader.checks import expect_close, expect_tensor
+from grader.checks import expect_close, expect_contract_parameters, expect_tensor
 from reference.hidden.a05 import variants
-from reference.hidden.a05.conftest import D_FF, D_MODEL, expect_contract_parameters
+from reference.hidden.a05.conftest import D_FF, D_MODEL, SHAPE_HINT
 from reference.layers import FeedForward
 
 pytestmark = pytest.mark.part("FeedForward")
@@ -18,8 +18,8 @@ def _params(module):
 
 def test_feed_forward_has_the_contract_parameters(student):
     expect_contract_parameters(f"FeedForward({D_MODEL}, {D_FF})", student.new("FeedForward", D_MODEL, D_FF),
-                               FeedForward(D_MODEL, D_FF),
-                               "linear1 = nn.Linear(d_model, d_ff), linear2 = nn.Linear(d_ff, d_model)")
+                      FeedForward(D_MODEL, D_FF), shape_hint=SHAPE_HINT, names_hint="use the contract's submodules: "
+                      "linear1 = nn.Linear(d_model, d_ff), linear2 = nn.Linear(d_ff, d_model)")
 
 
 def test_feed_forward_shape(student_ffn, make_input):

@@ -1,17 +1,17 @@
 import pytest
 import torch
 
-from grader.checks import CheckFailed, expect_tensor
+from grader.checks import CheckFailed, expect_contract_parameters, expect_tensor
 from grader.sandbox.session import StudentError, StudentException
 from reference.hidden.a05 import variants
 from reference.hidden.a05.conftest import (
+    SHAPE_HINT,
     D_MODEL,
     PAD,
     SRC_VOCAB,
     TGT_VOCAB,
     TRANSFORMER_ARGS,
     diagnosing,
-    expect_contract_parameters,
     expect_gradients,
     expect_wiring,
     masks,
@@ -73,8 +73,9 @@ def _expect_forward(what, model, reference, src, tgt_in):
 def test_transformer_has_the_contract_parameters(student):
     # pos_encoding.pe registered as a parameter is assignment 04's mistake, graded there.
     expect_contract_parameters("Transformer(...)", student.new("Transformer", SRC_VOCAB, TGT_VOCAB, **TRANSFORMER_ARGS),
-                               Transformer(SRC_VOCAB, TGT_VOCAB, **TRANSFORMER_ARGS), NAMES,
-                               ignore=("pos_encoding.pe",))
+                      Transformer(SRC_VOCAB, TGT_VOCAB, **TRANSFORMER_ARGS),
+                      names_hint=f"use the contract's submodules: {NAMES}", shape_hint=SHAPE_HINT,
+                      ignore=("pos_encoding.pe",))
 
 
 def test_transformer_forward_shape(student_transformer, make_tokens):
