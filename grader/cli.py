@@ -79,10 +79,9 @@ def _notebook_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     console = Console(stderr=True)
-    if argv[:1] == ["notebook"]:
-        return _notebook(_notebook_parser().parse_args(argv[1:]), console)
-    if argv[:1] == ["batch"]:
-        return _batch(_batch_parser().parse_args(argv[1:]), console)
+    if argv[:1] and argv[0] in SUBCOMMANDS:
+        make_parser, run = SUBCOMMANDS[argv[0]]
+        return run(make_parser().parse_args(argv[1:]), console)
     return _grade(_grade_parser().parse_args(argv), console)
 
 
@@ -177,6 +176,12 @@ def _notebook(args: argparse.Namespace, console: Console) -> int:
     console.print(f"wrote {assignment.notebook_path}")
     return EXIT_OK
 
+
+# `grade NAME ...`: each subcommand's parser and handler. Anything else is `grade ASSIGNMENT`.
+SUBCOMMANDS = {
+    "batch": (_batch_parser, _batch),
+    "notebook": (_notebook_parser, _notebook),
+}
 
 if __name__ == "__main__":
     sys.exit(main())
