@@ -85,8 +85,8 @@ def class_folder(tmp_path) -> Path:
     return folder
 
 
-def descendants(pid: int) -> list[int]:
-    """Host pids of every process below ``pid``, from /proc."""
+def descendants(pid: int, depth: int | None = None) -> list[int]:
+    """Host pids of every process below ``pid`` (down to ``depth`` generations), from /proc."""
     children = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
@@ -94,11 +94,14 @@ def descendants(pid: int) -> list[int]:
         except OSError:
             continue
         children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    found, queue = [], [pid]
+    found, queue = [], [(pid, 0)]
     while queue:
-        for child in children.get(queue.pop(), []):
+        parent, generation = queue.pop()
+        if depth is not None and generation >= depth:
+            continue
+        for child in children.get(parent, []):
             found.append(child)
-            queue.append(child)
+            queue.append((child, generation + 1))
     return found
 
 

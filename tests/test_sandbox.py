@@ -31,14 +31,16 @@ LIMITS = Limits(call_timeout_s=2.0, cell_timeout_s=1.0, memory_bytes=1 * 2**30, 
 
 @pytest.fixture
 def session_for():
-    """session_for(*cell_sources, kind="notebook") -> a StudentSession; all cleaned up after."""
+    """session_for(*cell_sources, kind="notebook", sandbox="basic" or layers=Isolation(...)) -> a
+    StudentSession; all cleaned up after."""
     opened = []
 
-    def make(*sources: str, kind: str = "notebook", limits: Limits = LIMITS, sandbox: str = "basic") -> StudentSession:
+    def make(*sources: str, kind: str = "notebook", limits: Limits = LIMITS, sandbox: str = "basic",
+             layers: isolation.Isolation | None = None) -> StudentSession:
         program = Program(kind, tuple(Cell(source, f"cell {i + 1}") for i, source in enumerate(sources)))
         scratch = Path(tempfile.mkdtemp())
         zygote = Zygote.start(program, limits, "cpu", scratch, (str(reference.PACKAGE_DIR),),
-                              isolation.choose(sandbox, reference.PACKAGE_DIR))
+                              layers or isolation.choose(sandbox, reference.PACKAGE_DIR))
         session = StudentSession(zygote, program, limits)
         opened.append((session, zygote, scratch))
         return session
@@ -103,13 +105,15 @@ def test_no_process_outlives_the_session(session_for):
     session = session_for("import subprocess, os\n"
                           "p = subprocess.Popen(['sleep', '300'])\n"
                           "def pids():\n    return (os.getpid(), p.pid)\n")
-    child, grandchild = session.call("pids")
-    assert alive(child) and alive(grandchild)
+    session.call("pids")
+    zygote = set(descendants(os.getpid(), depth=1))
+    started = [pid for pid in descendants(os.getpid()) if pid not in zygote]
+    assert any(Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"sleep") for pid in started)
     session.close()
     deadline = time.monotonic() + 2
-    while (alive(child) or alive(grandchild)) and time.monotonic() < deadline:
+    while any(alive(pid) for pid in started) and time.monotonic() < deadline:
         time.sleep(0.02)
-    assert not alive(child) and not alive(grandchild)
+    assert not [pid for pid in started if alive(pid)]
 
 
 def test_child_inherits_no_descriptor_of_the_grader(session_for):
@@ -133,7 +137,8 @@ def test_child_runs_in_scratch_with_a_scrubbed_environment_and_no_reference(sess
         "def can_import_reference():\n"
         "    try:\n        import reference.multihead\n        return True\n"
         "    except ImportError:\n        return False\n")
-    assert "child-" in session.call("where")
+    expected_scratch = namespaces.SCRATCH if namespaces.namespaces_available() else "child-"
+    assert expected_scratch in session.call("where")
     assert "GRADER_SECRET" not in session.call("env")
     assert session.call("can_import_reference") is False
 
@@ -217,25 +222,76 @@ def test_an_object_from_a_child_that_ended_is_reported_gone_not_blamed_on_the_st
     assert session.call("make")(torch.zeros(1, 2)).shape == (1, 2)  # a new object works
 
 
+TRY_OPEN = ("import os\n"
+            "def try_open(path, mode='r'):\n"
+            "    try:\n        open(path, mode).close()\n        return 'opened'\n"
+            "    except OSError as exc:\n        return type(exc).__name__\n")
+
+
+@pytest.mark.skipif(landlock.abi_version() < 1, reason="this kernel has no Landlock")
 @pytest.mark.skipif(landlock.abi_version() < 1, reason="this kernel has no Landlock")
 def test_landlock_keeps_the_grader_files_out_of_reach(session_for, tmp_path):
     reference_file = str(Path(reference.__file__).parent / "multihead.py")
     outside = str(tmp_path / "planted.txt")
-    session = session_for(
-        "import os\n"
-        "def try_open(path, mode):\n"
-        "    try:\n        open(path, mode).close()\n        return 'opened'\n"
-        "    except PermissionError:\n        return 'denied'\n"
-        "def in_scratch():\n    return try_open(os.path.join(os.getcwd(), 'notes.txt'), 'w')\n")
-    assert session.call("try_open", reference_file, "r") == "denied"
-    assert session.call("try_open", outside, "w") == "denied" and not Path(outside).exists()
+    session = session_for(TRY_OPEN + "def in_scratch():\n    return try_open(os.path.join(os.getcwd(), 'notes.txt'), 'w')\n",
+                          layers=isolation.Isolation(landlock=True, namespaces=False))
+    assert session.call("try_open", reference_file) == "PermissionError"
+    assert session.call("try_open", outside, "w") == "PermissionError" and not Path(outside).exists()
     assert session.call("in_scratch") == "opened"
     assert session.call("try_open", os.devnull, "w") == "opened"
-    unconfined = session_for("def try_open(path):\n    open(path).close()\n    return 'opened'\n", sandbox="off")
+    unconfined = session_for(TRY_OPEN, sandbox="off")
     assert unconfined.call("try_open", reference_file) == "opened"  # what the layer prevents
 
 
-@pytest.mark.skipif(not namespaces.namespaces_available(), reason="no network namespaces here")
+NAMESPACES_ONLY = isolation.Isolation(landlock=False, namespaces=True)
+needs_namespaces = pytest.mark.skipif(not namespaces.namespaces_available(), reason="no namespaces here (needs root)")
+
+
+@needs_namespaces
+def test_namespaces_alone_hide_the_reference_and_make_the_filesystem_read_only(session_for):
+    reference_file = str(Path(reference.__file__).parent / "multihead.py")
+    planted = Path(tempfile.mkdtemp(dir="/var/tmp")) / "planted.txt"
+    try:
+        session = session_for(TRY_OPEN, layers=NAMESPACES_ONLY)
+        assert session.call("try_open", reference_file) == "PermissionError"  # a mount hides it
+        assert session.call("try_open", str(planted), "w") == "OSError" and not planted.exists()  # EROFS
+        assert session.call("try_open", "/tmp/notes.txt", "w") == "opened"
+    finally:
+        shutil.rmtree(planted.parent)
+
+
+@needs_namespaces
+def test_the_child_sees_no_other_process_and_holds_no_capability(session_for):
+    session = session_for("import os\n"
+                          "def processes():\n    return sorted(int(p) for p in os.listdir('/proc') if p.isdigit())\n"
+                          "def capabilities():\n"
+                          "    lines = open('/proc/self/status').read().splitlines()\n"
+                          "    return {l.split(':')[0]: int(l.split()[1], 16) for l in lines if l.startswith('Cap')}\n"
+                          "def signal_everyone():\n"
+                          "    try:\n        os.kill(-1, 9)\n    except OSError as exc:\n        return type(exc).__name__\n",
+                          layers=NAMESPACES_ONLY)
+    assert session.call("processes") == [1, 2]  # its init and itself; not the grader
+    assert set(session.call("capabilities").values()) == {0}
+    assert session.call("signal_everyone") == "ProcessLookupError"  # nothing it may signal
+    assert session.call("processes") == [1, 2]
+
+
+@needs_namespaces
+def test_the_scratch_disk_is_capped(session_for):
+    limits = Limits(call_timeout_s=5.0, scratch_bytes=8 * 2**20, scratch_files=64)
+    session = session_for("import os\n"
+                          "def fill(size, count):\n"
+                          "    try:\n"
+                          "        for i in range(count):\n"
+                          "            with open(f'f{i}', 'wb') as f:\n                f.write(b'x' * size)\n"
+                          "    except OSError as exc:\n        return os.strerror(exc.errno)\n"
+                          "    return 'wrote all'\n",
+                          layers=NAMESPACES_ONLY, limits=limits)
+    assert session.call("fill", 2**20, 20) == "No space left on device"  # 20 MiB into 8
+    assert session.call("fill", 1, 200) == "No space left on device"  # 200 files into 64 inodes
+
+
+@needs_namespaces
 def test_the_child_cannot_reach_the_network_not_even_this_machine(session_for):
     listener = socket.create_server(("127.0.0.1", 0))
     port = listener.getsockname()[1]
@@ -253,7 +309,7 @@ def test_the_child_cannot_reach_the_network_not_even_this_machine(session_for):
         listener.close()
 
 
-@pytest.mark.skipif(not namespaces.namespaces_available(), reason="no PID namespaces here")
+@needs_namespaces
 def test_processes_that_leave_the_process_group_still_end_with_the_session(session_for):
     session = session_for("import os, subprocess\n"
                           "p = subprocess.Popen(['sleep', '300'], start_new_session=True)\n"
@@ -297,3 +353,13 @@ def test_a_reference_inside_a_readable_directory_is_not_called_protected(monkeyp
 
 def test_off_uses_no_optional_layer():
     assert isolation.choose("off", reference.PACKAGE_DIR).layers() == isolation.BASE_LAYERS
+
+
+@pytest.mark.skipif(landlock.abi_version() < 6, reason="Landlock signal scoping needs ABI 6")
+def test_landlock_alone_stops_signals_to_the_grader(session_for):
+    session = session_for("import os\n"
+                          "def signal(pid):\n"
+                          "    try:\n        os.kill(pid, 0)\n        return 'allowed'\n"
+                          "    except OSError as exc:\n        return type(exc).__name__\n",
+                          layers=isolation.Isolation(landlock=True, namespaces=False))
+    assert session.call("signal", os.getpid()) == "PermissionError"

@@ -86,18 +86,20 @@ def _confine(limits: Limits, scratch: Path, device: str, hidden_paths: tuple[str
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     os.chdir(scratch)
-    env = {key: os.environ[key] for key in _KEPT_ENV if key in os.environ}
-    env.update(HOME=str(scratch), TMPDIR=str(scratch), MPLBACKEND="Agg", OMP_NUM_THREADS=str(limits.threads))
-    os.environ.clear()
-    os.environ.update(env)
     _hide_imports(hidden_paths)
-    _redirect_output(scratch / OUTPUT_FILE, limits.output_bytes)
+    _redirect_output(scratch / OUTPUT_FILE, limits.output_bytes)  # opened here, read by the grader
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
     resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds))
     torch.set_num_threads(limits.threads)
     if isolation.namespaces:
-        namespaces.isolate()  # no address can be reached; whatever the student starts dies with us
+        # From here on: no network, no other processes in sight, a read-only filesystem with
+        # a size-capped scratch tmpfs, no capabilities. Whatever the student starts dies with us.
+        scratch = Path(namespaces.enter(limits.scratch_bytes, limits.scratch_files, hidden_paths))
+    env = {key: os.environ[key] for key in _KEPT_ENV if key in os.environ}
+    env.update(HOME=str(scratch), TMPDIR=str(scratch), MPLBACKEND="Agg", OMP_NUM_THREADS=str(limits.threads))
+    os.environ.clear()
+    os.environ.update(env)
     if isolation.landlock:
         landlock.restrict(str(scratch))  # from here on, the grader's files cannot be opened
     if device.startswith("cuda"):
@@ -106,6 +108,8 @@ def _confine(limits: Limits, scratch: Path, device: str, hidden_paths: tuple[str
         torch.cuda.set_per_process_memory_fraction(min(1.0, limits.memory_bytes / total), device)
     else:
         resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
+    # Last: the relay and init above close descriptors up to this limit (the socket is at 512).
+    resource.setrlimit(resource.RLIMIT_NOFILE, (limits.open_files, limits.open_files))
 
 
 def _hide_imports(hidden_paths: tuple[str, ...]) -> None:

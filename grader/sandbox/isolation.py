@@ -3,7 +3,8 @@
 The trust boundary itself (a forked child, its own process group, resource limits,
 scratch directory, scrubbed environment, plain-data transport) is never optional. On
 top of it, where the machine allows: Landlock (what the child can open) and namespaces
-(no network; a PID namespace that ends every process the student starts).
+(no network, no view of other processes, a read-only filesystem with a size-capped
+scratch, no capabilities; see :mod:`grader.sandbox.namespaces`).
 
 - ``basic`` (the default) uses what is available and warns once about what is not;
 - ``strict`` refuses to grade unless every layer is available;
@@ -21,6 +22,11 @@ from grader.sandbox import landlock, namespaces
 MODES = ("strict", "basic", "off")
 BASE_LAYERS = ["fork-per-submission", "own-process-group", "rlimits", "scratch-dir", "scrubbed-env",
                "import-path-hiding"]
+
+
+# What namespaces.enter builds, as the report names it.
+NAMESPACE_LAYERS = ["no-network", "pid-namespace", "private-proc", "read-only-root", "scratch-tmpfs",
+                    "reference-masked", "no-capabilities"]
 
 
 class SandboxUnavailable(RuntimeError):
@@ -41,7 +47,7 @@ class Isolation:
         """The report's ``sandbox`` field."""
         names = list(BASE_LAYERS)
         if self.namespaces:
-            names += ["no-network", "pid-namespace"]
+            names += NAMESPACE_LAYERS
         if self.landlock:
             names.append(f"landlock ({self.landlock_note})" if self.landlock_note else "landlock")
         return names
@@ -65,7 +71,7 @@ def choose(mode: str, protected: Path) -> Isolation:
             missing.append(f"a reference outside the readable directories ({note}; install with pip install -e .)")
     has_namespaces = namespaces.namespaces_available()
     if not has_namespaces:
-        missing.append("namespaces (needs root or CAP_SYS_ADMIN)")
+        missing.append("namespaces (needs root)")
     if missing and mode == "strict":
         raise SandboxUnavailable("--sandbox strict: missing " + "; ".join(missing))
     if missing:

@@ -5,7 +5,9 @@ and read and write only its scratch directory; everything else, the grader's che
 with the reference and the hidden suites included, cannot be opened. Descriptors
 already open (its socket, stdout) keep working. Applied after fork and before the first
 cell; it cannot be undone by the process. Without kernel support the child runs without
-it and the report's ``sandbox`` field does not list it.
+it and the report's ``sandbox`` field does not list it. From ABI 6 on, the process also
+cannot signal processes outside its sandbox (the grader's, say), which matters where
+there is no PID namespace.
 """
 
 from __future__ import annotations
@@ -26,8 +28,13 @@ SYSTEM_DIRS = ("/usr", "/lib", "/lib64", "/bin", "/sbin", "/etc", "/proc", "/sys
 WRITABLE_FILES = (os.devnull,)  # student code may silence itself with open(os.devnull, "w")
 
 
+# ABI 6: no signals to, and no abstract unix sockets of, processes outside the sandbox.
+_SCOPE_ABSTRACT_UNIX_SOCKET, _SCOPE_SIGNAL = 1 << 0, 1 << 1
+
+
 class _RulesetAttr(ctypes.Structure):
-    _fields_ = [("handled_access_fs", ctypes.c_uint64)]
+    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
+                ("scoped", ctypes.c_uint64)]
 
 
 class _PathBeneathAttr(ctypes.Structure):
@@ -76,9 +83,11 @@ def restrict(writable: str) -> None:
     if abi < 1:
         raise OSError("Landlock is not available")
     handled = _handled_access(abi)
-    ruleset = _RulesetAttr(handled)
-    ruleset_fd = libc.syscall(_SYS_CREATE_RULESET, ctypes.byref(ruleset), ctypes.c_size_t(ctypes.sizeof(ruleset)),
-                              ctypes.c_uint32(0))
+    if abi >= 6:
+        ruleset, size = _RulesetAttr(handled, 0, _SCOPE_SIGNAL | _SCOPE_ABSTRACT_UNIX_SOCKET), ctypes.sizeof(_RulesetAttr)
+    else:  # older kernels reject a struct larger than they know
+        ruleset, size = _RulesetAttr(handled), _RulesetAttr.handled_access_fs.size
+    ruleset_fd = libc.syscall(_SYS_CREATE_RULESET, ctypes.byref(ruleset), ctypes.c_size_t(size), ctypes.c_uint32(0))
     if ruleset_fd < 0:
         raise OSError(ctypes.get_errno(), "landlock_create_ruleset failed")
     try:

@@ -16,6 +16,9 @@ class Limits:
     memory_bytes: int = 4 * 2**30  # address space (CPU) or share of GPU memory (CUDA)
     output_bytes: int = 16 * 2**10  # of stdout/stderr kept for the report
     file_bytes: int = 64 * 2**20  # largest file the child may write
+    scratch_bytes: int = 256 * 2**20  # all its files together (a tmpfs, with namespaces)
+    scratch_files: int = 4096  # and how many there may be
+    open_files: int = 256  # descriptors open at once
     cpu_seconds: int = 600  # CPU time over the child's whole life; a backstop only
     threads: int = 1  # torch intra-op threads in the child
 

@@ -1,15 +1,25 @@
-"""Linux namespaces for the student's process: no network, and no escaping processes.
+"""Linux namespaces for the student's process: its own view of the machine, with nothing in it.
 
-- ``unshare(CLONE_NEWNET)`` gives the child a network namespace of its own, with only a
-  loopback interface that is down: it can create sockets but reach nothing, not even
-  the grader's machine through 127.0.0.1.
-- ``unshare(CLONE_NEWPID)`` puts every process the student's code starts into a PID
-  namespace whose init is a tiny process that dies with the child. When init dies, the
-  kernel kills everything in the namespace, including processes that called
-  ``setsid()`` to leave the child's process group.
+:func:`enter` moves the rest of the student's process into new namespaces:
 
-Both need CAP_SYS_ADMIN (root, or a user namespace); :func:`namespaces_available`
-probes once per process.
+- **network**: only a loopback interface that is down; sockets can be created but reach
+  nothing, not even the grader's machine through 127.0.0.1;
+- **PID**: the student's code runs as PID 2 under a tiny init. It cannot name, signal or
+  trace the grader's processes, and when init dies the kernel kills every process in the
+  namespace, including those that called ``setsid()`` to leave the process group;
+- **mount**: a fresh ``/proc`` that lists only the namespace's processes (so neither the
+  grader's memory nor its environment is one path away); the whole filesystem read-only;
+  a size-capped tmpfs on ``/tmp`` as the only writable place (the disk cap); and an
+  empty, unreadable tmpfs over each hidden path (the reference), whatever else protects it.
+
+Then the process drops every capability: still uid 0 to the kernel (the Python
+installation may live in a directory only root can read), but unable to mount, unmount,
+trace, or override file permissions. Needs root; :func:`namespaces_available` probes once.
+
+Three processes stand where the zygote forked one: a *relay* outside the namespaces
+(the PID the grader knows), *init* inside, and the student's process. The relay ends the
+way the student's process ended (exit code or signal), so the grader's messages about
+limits stay exact.
 """
 
 from __future__ import annotations
@@ -18,48 +28,156 @@ import ctypes
 import functools
 import os
 import signal
+import struct
 
 from grader.sandbox.limits import die_with_parent
 
-CLONE_NEWNET = 0x40000000
-CLONE_NEWPID = 0x20000000
+CLONE_NEWNS, CLONE_NEWNET, CLONE_NEWPID = 0x00020000, 0x40000000, 0x20000000
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REC, _MS_PRIVATE = 1, 2, 4, 8, 1 << 14, 1 << 18
+_SYS_MOUNT_SETATTR, _AT_RECURSIVE, _MOUNT_ATTR_RDONLY = 442, 0x8000, 0x1
+_PR_CAPBSET_DROP, _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 24, 47, 4
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522
+SCRATCH = "/tmp"  # the student's writable directory, as the student's process sees it
+_STATUS = struct.Struct("i")
 
 
-def _unshare(flags: int) -> None:
-    if ctypes.CDLL(None, use_errno=True).unshare(flags) != 0:
-        raise OSError(ctypes.get_errno(), f"unshare({flags:#x}) failed")
+class _MountAttr(ctypes.Structure):
+    _fields_ = [("attr_set", ctypes.c_uint64), ("attr_clr", ctypes.c_uint64),
+                ("propagation", ctypes.c_uint64), ("userns_fd", ctypes.c_uint64)]
 
 
-def isolate() -> None:
-    """Leave the network, and start the PID namespace that this process's children join."""
-    _unshare(CLONE_NEWNET | CLONE_NEWPID)
-    if os.fork() == 0:  # PID 1 of the new namespace
-        _init()
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
 
 
-def _init() -> None:
-    """Reap orphans until the student's process dies, then die, taking the namespace along.
-    Never returns. Signals from inside the namespace cannot kill it (it is init)."""
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"{what}: {os.strerror(errno)}")
+
+
+def _unshare() -> None:
+    _check(_libc().unshare(CLONE_NEWNET | CLONE_NEWPID | CLONE_NEWNS), "unshare")
+
+
+def _mount(source: str, target: str, fstype: str | None, flags: int, options: str | None = None) -> None:
+    _check(_libc().mount(source.encode(), target.encode(), fstype.encode() if fstype else None, flags,
+                         options.encode() if options else None), f"mount {target}")
+
+
+def _read_only_root() -> None:
+    """Every mount read-only and private (no mount event reaches the grader's namespace)."""
+    attr = _MountAttr(attr_set=_MOUNT_ATTR_RDONLY, propagation=_MS_PRIVATE)
+    _check(_libc().syscall(_SYS_MOUNT_SETATTR, -100, b"/", _AT_RECURSIVE, ctypes.byref(attr),
+                           ctypes.sizeof(attr)), "mount_setattr /")
+
+
+def _build_view(scratch_bytes: int, scratch_files: int, hidden_paths: tuple[str, ...]) -> None:
+    """The student's filesystem. Runs in init, the first process of the new PID namespace,
+    so the fresh /proc shows that namespace."""
+    _read_only_root()
+    _mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+    _mount("scratch", SCRATCH, "tmpfs", _MS_NOSUID | _MS_NODEV,
+           f"size={scratch_bytes},nr_inodes={scratch_files},mode=1777")
+    for path in hidden_paths:
+        if os.path.isdir(path):
+            _mount("hidden", path, "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, "size=4k,mode=000")
+
+
+def drop_capabilities() -> None:
+    """No capability left, now or after an exec (the bounding set is emptied too)."""
+    libc = _libc()
+    last = int(open("/proc/sys/kernel/cap_last_cap").read())
+    for cap in range(last + 1):
+        _check(libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0), "PR_CAPBSET_DROP")
+    _check(libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "PR_CAP_AMBIENT")
+    header = (ctypes.c_uint32 * 2)(_LINUX_CAPABILITY_VERSION_3, 0)
+    data = (ctypes.c_uint32 * 6)()  # effective, permitted, inheritable; two 32-bit words each
+    _check(libc.capset(header, data), "capset")
+
+
+def enter(scratch_bytes: int, scratch_files: int, hidden_paths: tuple[str, ...]) -> str:
+    """Continue this process's work inside new namespaces; returns there only, in the
+    student's process, with the scratch directory as that process sees it."""
+    status_read, status_write = os.pipe()
+    _unshare()
+    if os.fork():
+        os.close(status_write)
+        _relay(status_read)
+    os.close(status_read)
     die_with_parent()
-    os.closerange(0, os.sysconf("SC_OPEN_MAX"))
+    _build_view(scratch_bytes, scratch_files, hidden_paths)
+    student = os.fork()
+    if student:
+        _init(student, status_write)
+    os.close(status_write)
+    die_with_parent()
+    drop_capabilities()
+    os.chdir(SCRATCH)
+    return SCRATCH
+
+
+def _close_all_but(keep: int) -> None:
+    os.closerange(0, keep)
+    os.closerange(keep + 1, os.sysconf("SC_OPEN_MAX"))
+
+
+def _init(student: int, status_write: int) -> None:
+    """PID 1: reap orphans until the student's process ends, pass on how it ended, and
+    exit, which ends the namespace. Never returns. Signals from inside cannot kill it."""
+    _close_all_but(status_write)
     while True:
         try:
-            os.wait()
-        except ChildProcessError:
-            signal.pause()
+            pid, status = os.wait()
         except InterruptedError:
-            pass
+            continue
+        if pid == student:
+            os.write(status_write, _STATUS.pack(status))
+            os._exit(0)
+
+
+def _relay(status_read: int) -> None:
+    """Outside the namespaces: wait for init's word, then end the same way the student's
+    process did. Never returns. No word means init was killed, so this is killed too."""
+    _close_all_but(status_read)
+    data = b""
+    while len(data) < _STATUS.size:
+        try:
+            chunk = os.read(status_read, _STATUS.size - len(data))
+        except InterruptedError:
+            continue
+        if not chunk:
+            break
+        data += chunk
+    if len(data) == _STATUS.size:
+        (status,) = _STATUS.unpack(data)
+        if os.WIFEXITED(status):
+            os._exit(os.WEXITSTATUS(status))
+        signum = os.WTERMSIG(status)
+        if signum not in (signal.SIGKILL, signal.SIGSTOP):
+            signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 @functools.cache
 def namespaces_available() -> bool:
-    """Whether a child of this process can create its namespaces (probed in a throwaway fork)."""
+    """Whether a child of this process can build the student's namespaces (probed, in full,
+    in a throwaway fork)."""
     pid = os.fork()
     if pid == 0:
         try:
-            _unshare(CLONE_NEWNET | CLONE_NEWPID)
-        except OSError:
+            _unshare()
+            if os.fork() == 0:
+                try:
+                    _build_view(2**20, 64, ())
+                    drop_capabilities()
+                except BaseException:
+                    os._exit(1)
+                os._exit(0)
+            _, status = os.waitpid(-1, 0)
+            os._exit(os.waitstatus_to_exitcode(status))
+        except BaseException:
             os._exit(1)
-        os._exit(0)
     _, status = os.waitpid(pid, 0)
     return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
