@@ -14,7 +14,7 @@ import torch
 
 import reference
 from grader.ingest import Cell, Program
-from grader.sandbox import isolation, landlock, namespaces
+from grader.sandbox import cgroups, isolation, landlock, namespaces
 from grader.sandbox.limits import Limits
 from grader.sandbox.session import (
     StudentCrashed,
@@ -363,3 +363,31 @@ def test_landlock_alone_stops_signals_to_the_grader(session_for):
                           "    except OSError as exc:\n        return type(exc).__name__\n",
                           layers=isolation.Isolation(landlock=True, namespaces=False))
     assert session.call("signal", os.getpid()) == "PermissionError"
+
+
+@pytest.mark.skipif(not (cgroups.available() and namespaces.namespaces_available()), reason="no pids cgroup here")
+def test_a_fork_bomb_stops_at_the_process_limit_and_the_next_child_still_starts(session_for):
+    limits = Limits(call_timeout_s=2.0, processes=32)
+    session = session_for("import os, time\n"
+                          "def bomb(forever):\n"
+                          "    started = 0\n"
+                          "    while True:\n"
+                          "        try:\n"
+                          "            if os.fork() == 0:\n                time.sleep(60)\n                os._exit(0)\n"
+                          "            started += 1\n"
+                          "        except OSError:\n"
+                          "            if not forever:\n                return started\n"
+                          "def ping():\n    return 'pong'\n",
+                          layers=isolation.Isolation(landlock=False, namespaces=True, pids_cgroup=True), limits=limits)
+    assert 0 < session.call("bomb", False) < 32
+    with pytest.raises(StudentTimeout):
+        session.call("bomb", True)
+    assert session.call("ping") == "pong"  # a new child, though the last one filled the cgroup
+
+
+def test_strict_names_a_missing_pids_cgroup(monkeypatch):
+    monkeypatch.setattr(cgroups, "available", lambda: False)
+    with pytest.raises(isolation.SandboxUnavailable, match="pids cgroup"):
+        isolation.choose("strict", reference.PACKAGE_DIR)
+    with pytest.warns(isolation.SandboxWarning, match="fork bombs"):
+        assert "pids-cgroup" not in isolation.choose("basic", reference.PACKAGE_DIR).layers()

@@ -17,7 +17,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.sandbox import landlock, namespaces
+from grader.sandbox import cgroups, landlock, namespaces
 
 MODES = ("strict", "basic", "off")
 BASE_LAYERS = ["fork-per-submission", "own-process-group", "rlimits", "scratch-dir", "scrubbed-env",
@@ -41,6 +41,7 @@ class SandboxWarning(UserWarning):
 class Isolation:
     landlock: bool
     namespaces: bool
+    pids_cgroup: bool = False
     landlock_note: str = ""  # why Landlock does not protect the reference, if it does not
 
     def layers(self) -> list[str]:
@@ -48,6 +49,8 @@ class Isolation:
         names = list(BASE_LAYERS)
         if self.namespaces:
             names += NAMESPACE_LAYERS
+        if self.pids_cgroup:
+            names.append("pids-cgroup")
         if self.landlock:
             names.append(f"landlock ({self.landlock_note})" if self.landlock_note else "landlock")
         return names
@@ -72,9 +75,12 @@ def choose(mode: str, protected: Path) -> Isolation:
     has_namespaces = namespaces.namespaces_available()
     if not has_namespaces:
         missing.append("namespaces (needs root)")
+    has_pids_cgroup = cgroups.available()
+    if not has_pids_cgroup:
+        missing.append("a pids cgroup, which stops fork bombs (needs a writable pids controller)")
     if missing and mode == "strict":
         raise SandboxUnavailable("--sandbox strict: missing " + "; ".join(missing))
     if missing:
         warnings.warn("sandbox layers missing here, grading with the others: " + "; ".join(missing),
                       SandboxWarning, stacklevel=2)
-    return Isolation(landlock=has_landlock, namespaces=has_namespaces, landlock_note=note)
+    return Isolation(landlock=has_landlock, namespaces=has_namespaces, pids_cgroup=has_pids_cgroup, landlock_note=note)

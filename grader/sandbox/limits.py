@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ctypes
+import os
 import signal
+import time
 from dataclasses import dataclass
 
 _PR_SET_PDEATHSIG = 1
@@ -19,6 +21,7 @@ class Limits:
     scratch_bytes: int = 256 * 2**20  # all its files together (a tmpfs, with namespaces)
     scratch_files: int = 4096  # and how many there may be
     open_files: int = 256  # descriptors open at once
+    processes: int = 128  # processes and threads of one submission's children at once (a pids cgroup)
     cpu_seconds: int = 600  # CPU time over the child's whole life; a backstop only
     threads: int = 1  # torch intra-op threads in the child
 
@@ -37,3 +40,16 @@ def format_bytes(size: float) -> str:
 def die_with_parent() -> None:
     """Ask Linux to SIGKILL this process when its parent dies, so none outlives grading."""
     ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def fork_when_room(wait_s: float = 2.0) -> int:
+    """fork, waiting while the pids cgroup is full of a killed child's processes that
+    have not finished dying (a fork bomb's, say)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return os.fork()
+        except BlockingIOError:  # EAGAIN: the cgroup is full
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.01)

@@ -30,7 +30,7 @@ import os
 import signal
 import struct
 
-from grader.sandbox.limits import die_with_parent
+from grader.sandbox.limits import die_with_parent, fork_when_room
 
 CLONE_NEWNS, CLONE_NEWNET, CLONE_NEWPID = 0x00020000, 0x40000000, 0x20000000
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REC, _MS_PRIVATE = 1, 2, 4, 8, 1 << 14, 1 << 18
@@ -99,15 +99,22 @@ def drop_capabilities() -> None:
 def enter(scratch_bytes: int, scratch_files: int, hidden_paths: tuple[str, ...]) -> str:
     """Continue this process's work inside new namespaces; returns there only, in the
     student's process, with the scratch directory as that process sees it."""
+    # A failed first fork into a new PID namespace breaks it for good (every later fork
+    # gets ENOMEM), so first make sure the pids cgroup has room: a killed predecessor's
+    # processes may still be dying, and their number only goes down.
+    probe = fork_when_room()
+    if probe == 0:
+        os._exit(0)
+    os.waitpid(probe, 0)
     status_read, status_write = os.pipe()
     _unshare()
-    if os.fork():
+    if fork_when_room():
         os.close(status_write)
         _relay(status_read)
     os.close(status_read)
     die_with_parent()
     _build_view(scratch_bytes, scratch_files, hidden_paths)
-    student = os.fork()
+    student = fork_when_room()
     if student:
         _init(student, status_write)
     os.close(status_write)

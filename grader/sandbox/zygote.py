@@ -23,8 +23,9 @@ from pathlib import Path
 
 from grader.ingest import Program
 from grader.sandbox import _child
+from grader.sandbox.cgroups import PidsCgroup
 from grader.sandbox.isolation import Isolation
-from grader.sandbox.limits import Limits, die_with_parent
+from grader.sandbox.limits import Limits, die_with_parent, fork_when_room
 
 
 
@@ -50,9 +51,10 @@ class ZygoteGone(Exception):
 
 
 class Zygote:
-    def __init__(self, pid: int, control: socket.socket):
+    def __init__(self, pid: int, control: socket.socket, cgroup: PidsCgroup | None = None):
         self.pid = pid
         self._control = control
+        self._cgroup = cgroup  # holds the zygote and so every child it forks
 
     @classmethod
     def start(
@@ -70,7 +72,15 @@ class Zygote:
             ours.close()
             _serve(theirs, program, limits, device, scratch_root, hidden_paths, isolation)
         theirs.close()
-        return cls(pid, ours)
+        zygote = cls(pid, ours)
+        if isolation.pids_cgroup:  # before the first spawn request, so before any child exists
+            try:
+                zygote._cgroup = PidsCgroup.create(f"zygote-{pid}", limits.processes)
+                zygote._cgroup.add(pid)
+            except OSError:
+                zygote.stop()
+                raise
+        return zygote
 
     def spawn(self, skip: frozenset[int]) -> Child:
         try:
@@ -100,6 +110,8 @@ class Zygote:
             os.waitpid(self.pid, 0)
         except ChildProcessError:
             pass
+        if self._cgroup is not None:
+            self._cgroup.remove()
 
 
 def _serve(
@@ -167,7 +179,7 @@ class _Server:
     def _spawn(self, skip: frozenset[int]) -> None:
         scratch = Path(tempfile.mkdtemp(prefix="child-", dir=self._scratch_root))
         ours, theirs = socket.socketpair()
-        pid = os.fork()
+        pid = fork_when_room()
         if pid == 0:
             self._control.close()
             ours.close()
@@ -196,3 +208,4 @@ class _Server:
             self._reap()
             time.sleep(0.005)
         return self._statuses.get(pid)
+
