@@ -11,14 +11,30 @@ from dataclasses import dataclass
 from importlib.util import find_spec
 from pathlib import Path
 
-# Located, not imported: the grader process forks the student's, which must not inherit
-# the reference package (one attribute away from the solutions' source).
-REFERENCE_DIR = Path(find_spec("reference").submodule_search_locations[0]).resolve()
-HIDDEN_SUITES = REFERENCE_DIR / "hidden"
+# What locates the reference: grader/release.py ships no module that imports one of these.
+REFERENCE_LOCATORS = ("reference_dir", "REFERENCE_DIR")
 
 
 class AssignmentError(Exception):
     """The assignment cannot be used: the message says what to do."""
+
+
+def reference_dir() -> Path:
+    """Where the reference package is. Located, not imported: the grader process forks the
+    student's, which must not inherit the reference (one attribute away from the solutions' source)."""
+    spec = find_spec("reference")
+    if spec is None or not spec.submodule_search_locations:
+        raise AssignmentError("the reference package is not installed: this grader can run the public tests only "
+                              "(the hidden tests run on submission)")
+    return Path(spec.submodule_search_locations[0]).resolve()
+
+
+def __getattr__(name: str) -> Path:
+    # REFERENCE_DIR is located on first use, not at import: the student's grader
+    # (`grade release`) ships this module without the reference.
+    if name == "REFERENCE_DIR":
+        return reference_dir()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True)
@@ -55,7 +71,7 @@ class Assignment:
 
     @property
     def hidden_suite(self) -> Path:
-        suite = HIDDEN_SUITES / f"a{self.id}"
+        suite = reference_dir() / "hidden" / f"a{self.id}"
         if not suite.is_dir():
             raise AssignmentError(f"no hidden suite for assignment {self.id} (looked in {suite})")
         return suite

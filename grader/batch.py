@@ -19,7 +19,7 @@ import select
 import statistics
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,13 +59,18 @@ def report_path(out: Path, relative: Path) -> Path:
     return out / "reports" / relative.parent / f"{relative.name}.json"
 
 
+def read_report(path: Path) -> GradeReport | None:
+    """The report in ``path``, or None when the file is not one this grader can read."""
+    try:
+        return GradeReport.from_dict(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):  # AttributeError: JSON that is not an object
+        return None
+
+
 def load_current_report(path: Path, sha256: str) -> GradeReport | None:
     """The report at ``path`` if it is for these exact bytes and worth keeping."""
-    try:
-        report = GradeReport.from_dict(json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    if report.schema_version != SCHEMA_VERSION or report.submission_sha256 != sha256 or not sha256:
+    report = read_report(path)
+    if report is None or report.schema_version != SCHEMA_VERSION or report.submission_sha256 != sha256 or not sha256:
         return None
     return None if report.status == Status.GRADER_ERROR else report
 
@@ -144,33 +149,61 @@ def run_locally(
 # ---- views of a batch ----------------------------------------------------------------
 
 
-def _stats(values: list[float], max_score: float) -> dict:
-    if not values:
-        return {"mean": None, "median": None, "max": None, "max_score": max_score}
-    return {"mean": round(statistics.fmean(values), 4), "median": statistics.median(values),
-            "max": max(values), "max_score": max_score}
+@dataclass(frozen=True)
+class Scores:
+    """The graded submissions' scores for one part (or their totals) and what they are out of."""
+    values: list[float]
+    max_score: float
+
+    def stats(self) -> dict:
+        if not self.values:
+            return {"mean": None, "median": None, "max": None, "max_score": self.max_score}
+        return {"mean": round(statistics.fmean(self.values), 4), "median": statistics.median(self.values),
+                "max": max(self.values), "max_score": self.max_score}
+
+
+@dataclass(frozen=True)
+class ClassStatistics:
+    """What a class's reports add up to: ``summary.json`` and ``grade report`` show it."""
+    submissions: int
+    counts: dict[str, int]  # by status
+    total: Scores
+    parts: dict[str, Scores]
+    hints: list[tuple[str, int]]  # "part: hint" of parts that lost points, most frequent first
+
+
+def class_statistics(part_ids: Iterable[str], reports: Sequence[GradeReport]) -> ClassStatistics:
+    """Scores count for graded reports only; max scores come from every report, since an
+    ungradable one still lists each part with its max_score."""
+    graded = [report for report in reports if report.status == Status.GRADED]
+    parts = {}
+    for part_id in part_ids:
+        scores = [part.score for report in graded for part in report.parts if part.id == part_id]
+        max_score = max((part.max_score for report in reports for part in report.parts if part.id == part_id), default=0)
+        parts[part_id] = Scores(scores, max_score)
+    hints = Counter(f"{part.id}: {part.hint}" for report in graded for part in report.parts
+                    if part.hint and part.score < part.max_score)
+    return ClassStatistics(
+        submissions=len(reports),
+        counts={status: sum(r.status == status for r in reports)
+                for status in (Status.GRADED, Status.UNGRADABLE, Status.GRADER_ERROR)},
+        total=Scores([r.score for r in graded], max((r.max_score for r in reports), default=0)),
+        parts=parts,
+        hints=hints.most_common(MOST_FREQUENT_HINTS),
+    )
 
 
 def summarize(result: BatchResult) -> dict:
     """Counts by status, per-part statistics, the most frequent hints, timing."""
-    reports = list(result.reports.values())
-    graded = [report for report in reports if report.status == Status.GRADED]
-    parts = {}
-    for part_id in result.assignment.parts:
-        scores = [part.score for report in graded for part in report.parts if part.id == part_id]
-        max_score = max((part.max_score for report in reports for part in report.parts if part.id == part_id), default=0)
-        parts[part_id] = _stats(scores, max_score)
-    hints = Counter(f"{part.id}: {part.hint}" for report in graded for part in report.parts
-                    if part.hint and part.score < part.max_score)
+    stats = class_statistics(result.assignment.parts, list(result.reports.values()))
     return {
         "schema_version": SUMMARY_SCHEMA_VERSION,
         "assignment": result.assignment.id,
-        "submissions": len(reports),
-        "counts": {status: sum(r.status == status for r in reports)
-                   for status in (Status.GRADED, Status.UNGRADABLE, Status.GRADER_ERROR)},
-        "score": _stats([r.score for r in graded], max((r.max_score for r in reports), default=0)),
-        "parts": parts,
-        "hints": [{"hint": hint, "count": count} for hint, count in hints.most_common(MOST_FREQUENT_HINTS)],
+        "submissions": stats.submissions,
+        "counts": stats.counts,
+        "score": stats.total.stats(),
+        "parts": {part_id: scores.stats() for part_id, scores in stats.parts.items()},
+        "hints": [{"hint": hint, "count": count} for hint, count in stats.hints],
         "timing": {
             "duration_s": round(result.duration_s, 3),
             "graded": result.graded,

@@ -4,6 +4,9 @@
     grade assignments/03 --submission hw.ipynb --json report.json
     grade batch assignments/03 submissions/ --out results/ [--jobs N] [--force]
     grade notebook assignments/03 [--check]        # regenerate the handout notebook
+    grade release assignments/03 --out dist/       # the student handout, grader included: dist/03/, dist/03.zip
+    grade report results/ [--html FILE]            # a class's plots and statistics from a batch's results
+    grade export gradescope|classroom assignments/03 [--out FILE]  # the grader on Gradescope / GitHub Classroom
 
 Exit status: 0 when grading ran, whatever the score; 1 when the grader failed; 2 for bad
 arguments (unknown assignment, missing file).
@@ -27,7 +30,9 @@ EXIT_OK, EXIT_GRADER_ERROR, EXIT_USAGE = 0, 1, 2
 def _grade_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="grade", description="Grade a submission of a Transformer course assignment.",
                                      epilog="Other commands: grade batch ASSIGNMENT FOLDER --out DIR; "
-                                            "grade notebook ASSIGNMENT [--check]")
+                                            "grade notebook ASSIGNMENT [--check]; grade report RESULTS [--html FILE]; "
+                                            "grade export gradescope|classroom ASSIGNMENT [--out FILE]; "
+                                            "grade release ASSIGNMENT --out DIR")
     parser.add_argument("assignment", type=Path, help="the assignment directory, e.g. assignments/03")
     parser.add_argument("--submission", type=Path, help=".py or .ipynb to grade (default: your working copy)")
     parser.add_argument("--json", type=Path, metavar="FILE", help="write the JSON report here")
@@ -177,10 +182,105 @@ def _notebook(args: argparse.Namespace, console: Console) -> int:
     return EXIT_OK
 
 
+def _report_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="grade report",
+                                     description="A class report (HTML page and table) from grade batch's results.")
+    parser.add_argument("results", type=Path, help="the --out folder of grade batch")
+    parser.add_argument("--html", type=Path, metavar="FILE", help="write the page here (default: RESULTS/report.html)")
+    return parser
+
+
+def _report(args: argparse.Namespace, console: Console) -> int:
+    from rich.markup import escape
+
+    from grader.class_report import ClassReportError, class_table, load_class_data, render_html
+    from grader.report import write_atomic
+
+    try:
+        data = load_class_data(args.results)
+    except ClassReportError as exc:
+        console.print(f"[red]error:[/] {escape(str(exc))}")  # the message holds the folder's path
+        return EXIT_USAGE
+    page = args.html or args.results / "report.html"
+    write_atomic(page, render_html(data))
+    Console().print(class_table(data))
+    console.print(f"wrote {page}")
+    return EXIT_OK
+
+
+def _export_parser() -> argparse.ArgumentParser:
+    from grader.export.classroom_workflow import DEFAULT_GRADER_SOURCE, DEFAULT_OUT
+
+    parser = argparse.ArgumentParser(prog="grade export", description="Package the grader for a course platform.")
+    platforms = parser.add_subparsers(dest="platform", required=True)
+    gradescope = platforms.add_parser("gradescope",
+                                      help="a Gradescope autograder zip (setup.sh, run_autograder, the grader)")
+    gradescope.add_argument("assignment", type=Path, help="the assignment directory, e.g. assignments/03")
+    gradescope.add_argument("--out", type=Path, default=Path("autograder.zip"), help="default: autograder.zip")
+    classroom = platforms.add_parser("classroom", help="a GitHub Classroom autograding workflow")
+    classroom.add_argument("assignment", type=Path,
+                           help="the assignment directory: a relative path, the same in the students' repositories")
+    classroom.add_argument("--out", type=Path, default=Path(DEFAULT_OUT), help=f"default: {DEFAULT_OUT}")
+    classroom.add_argument("--grader-source", default=DEFAULT_GRADER_SOURCE, metavar="PIP_SPEC",
+                           help="what pip installs the grader from, with the hidden suites: a private repository, "
+                                "reached with a secret token (default: %(default)s)")
+    return parser
+
+
+def _export(args: argparse.Namespace, console: Console) -> int:
+    from rich.markup import escape
+
+    from grader.assignment import AssignmentError
+    from grader.export import ExportError
+    from grader.export.classroom_workflow import write_workflow
+    from grader.export.gradescope_zip import build_autograder
+
+    try:
+        if args.platform == "gradescope":
+            build_autograder(args.assignment, args.out)
+        else:
+            write_workflow(args.assignment, args.out, args.grader_source)
+    except (AssignmentError, ExportError) as exc:
+        console.print(f"[red]error:[/] {escape(str(exc))}")
+        return EXIT_USAGE
+    console.print(f"wrote {escape(str(args.out))}")
+    return EXIT_OK
+
+
+def _release_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="grade release",
+                                     description="Build the student handout: the assignment and a grader that runs "
+                                                 "its public tests (no reference, no hidden suite), as a folder and a zip.")
+    parser.add_argument("assignment", type=Path, help="the assignment directory, e.g. assignments/03")
+    parser.add_argument("--out", type=Path, required=True, help="writes OUT/<id>/ and OUT/<id>.zip, replacing them")
+    return parser
+
+
+def _release(args: argparse.Namespace, console: Console) -> int:
+    from rich.markup import escape
+
+    from grader.assignment import AssignmentError
+    from grader.release import ReleaseError, release
+
+    try:
+        folder, archive = release(args.assignment, args.out)
+    except AssignmentError as exc:
+        console.print(f"[red]error:[/] {escape(str(exc))}")
+        return EXIT_USAGE
+    except ReleaseError as exc:  # like `grade notebook --check`: the handout needs fixing first
+        console.print(f"[red]error:[/] {escape(str(exc))}")
+        return EXIT_GRADER_ERROR
+    console.print(f"wrote {escape(str(folder))} and {escape(str(archive))}")
+    return EXIT_OK
+
+
 # `grade NAME ...`: each subcommand's parser and handler. Anything else is `grade ASSIGNMENT`.
 SUBCOMMANDS = {
     "batch": (_batch_parser, _batch),
     "notebook": (_notebook_parser, _notebook),
+    "release": (_release_parser, _release),
+    "report": (_report_parser, _report),
+    "export": (_export_parser, _export),
 }
 
 if __name__ == "__main__":

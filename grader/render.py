@@ -20,13 +20,14 @@ def part_problem(part: PartResult) -> str:
 
 
 def report_table(report: GradeReport) -> Table:
-    table = Table(title=f"Assignment {report.assignment}: {report.submission}", title_justify="left")
+    # Text, never markup: file names and messages come from the student (a "[/]" would crash rich).
+    table = Table(title=Text(f"Assignment {report.assignment}: {report.submission}"), title_justify="left")
     table.add_column("part")
     table.add_column("score", justify="right")
     table.add_column("what is probably wrong", overflow="fold")
     for part in report.parts:
         style = "green" if part.score >= part.max_score > 0 else "red" if part.score == 0 else "yellow"
-        table.add_row(part.id, Text(f"{part.score:g} / {part.max_score:g}", style=style), part_problem(part))
+        table.add_row(part.id, Text(f"{part.score:g} / {part.max_score:g}", style=style), Text(part_problem(part)))
     table.add_section()
     table.add_row(Text("total", style="bold"), Text(f"{report.score:g} / {report.max_score:g}", style="bold"), "")
     return table

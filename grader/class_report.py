@@ -1,0 +1,258 @@
+"""``grade report``: a class's results folder as one self-contained HTML page and a terminal view.
+
+The page has no scripts and no external resources (it is mailed around and opened from
+disk): the plots are inline SVG drawn here. Hints and part names come from reports that
+student code can influence, so every piece of report text is escaped.
+"""
+
+from __future__ import annotations
+
+import bisect
+import html
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from grader.batch import ClassStatistics, Scores, class_statistics, read_report
+
+MAX_BINS = 10  # below full marks; whole-point scores out of up to 10 get a bar each
+HISTOGRAM_COLOUR = "#4c78a8"
+MISTAKE_COLOUR = "#e45756"
+MISTAKE_LABEL_CHARS = 120  # the SVG label does not wrap; the tooltip has the whole hint
+SPARK = " ▁▂▃▄▅▆▇█"
+STAT_COLUMNS = ("part", "graded", "mean", "median", "max", "out of")
+
+
+class ClassReportError(Exception):
+    """The folder cannot be reported on; the message says why."""
+
+
+@dataclass(frozen=True)
+class ClassData:
+    assignment: str
+    statistics: ClassStatistics
+    skipped: list[Path]  # files under reports/ that are not grade reports, relative to the folder
+
+
+@dataclass(frozen=True)
+class Bin:
+    low: float
+    high: float | None  # None: the full-marks bin
+    count: int
+
+    def describe(self) -> str:
+        who = _counted(self.count, "submission")
+        if self.high is None:
+            return f"{who}: full marks ({self.low:g})"
+        return f"{who}: {self.low:g} ≤ score < {self.high:g}"
+
+
+def load_class_data(folder: Path) -> ClassData:
+    """Every report under ``folder/reports``; a file that is not one is skipped and listed."""
+    reports_dir = folder / "reports"
+    if not reports_dir.is_dir():
+        raise ClassReportError(f"{folder} has no reports/ folder: give the --out folder of `grade batch`")
+    reports, skipped = [], []
+    for path in sorted(p for p in reports_dir.rglob("*.json") if p.is_file()):
+        report = read_report(path)
+        if report is None:
+            skipped.append(path.relative_to(folder))
+        else:
+            reports.append(report)
+    if not reports:
+        raise ClassReportError(f"no grade reports in {reports_dir}"
+                               + (f" ({len(skipped)} unreadable files skipped)" if skipped else ""))
+    assignments = sorted({report.assignment for report in reports})
+    if len(assignments) > 1:
+        # Per-part statistics across assignments would mix unrelated parts.
+        raise ClassReportError(f"{reports_dir} holds reports for several assignments ({', '.join(assignments)})")
+    part_ids = dict.fromkeys(part.id for report in reports for part in report.parts)
+    return ClassData(assignments[0], class_statistics(part_ids, reports), skipped)
+
+
+def histogram(scores: Scores) -> list[Bin]:
+    """Equal bins from 0 to max_score (at most MAX_BINS), then a bin of its own for full marks:
+    a grade histogram is read for who got everything right."""
+    bins = min(MAX_BINS, math.ceil(scores.max_score))
+    lows = [scores.max_score * k / bins for k in range(bins)]
+    counts = [0] * (bins + 1)
+    for value in scores.values:
+        counts[bins if value >= scores.max_score else max(bisect.bisect_right(lows, value) - 1, 0)] += 1
+    highs = [*lows[1:], scores.max_score]
+    return [Bin(low, high, count) for low, high, count in zip(lows, highs, counts)] + [
+        Bin(scores.max_score, None, counts[bins])]
+
+
+def _counted(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+# ---- the HTML page -------------------------------------------------------------------
+
+_CSS = f"""
+body {{ font-family: system-ui, sans-serif; color: #222; max-width: 1040px; margin: 2em auto; padding: 0 1em; }}
+h1 {{ margin-bottom: .2em; }}
+h2 {{ border-bottom: 1px solid #ddd; padding-bottom: .2em; margin-top: 1.6em; }}
+.grid {{ display: grid; grid-template-columns: repeat(auto-fill, minmax(460px, 1fr)); gap: 1em; }}
+figure {{ margin: 0; }}
+figcaption {{ font-weight: 600; }}
+svg {{ max-width: 100%; height: auto; font-size: 12px; }}
+svg text {{ fill: #333; }}
+rect.histogram {{ fill: {HISTOGRAM_COLOUR}; }}
+rect.mistake {{ fill: {MISTAKE_COLOUR}; }}
+rect:hover {{ opacity: .75; }}
+.note {{ color: #8a5a00; }}
+table {{ border-collapse: collapse; margin-bottom: 1.5em; }}
+th, td {{ padding: .3em .8em; border-bottom: 1px solid #eee; text-align: right; }}
+th:first-child, td:first-child {{ text-align: left; }}
+tfoot td {{ font-weight: 600; border-top: 2px solid #ccc; }}
+"""
+
+
+def render_html(data: ClassData) -> str:
+    stats = data.statistics
+    title = f"Assignment {data.assignment}: class report, {stats.submissions} submissions"
+    counts = ", ".join(f"{count} {status.replace('_', ' ')}" for status, count in stats.counts.items())
+    skipped = ""
+    if data.skipped:
+        names = ", ".join(path.as_posix() for path in data.skipped)
+        skipped = (f'<p class="note">Skipped {_counted(len(data.skipped), "file")} that are not grade reports: '
+                   f"{html.escape(names)}</p>")
+    parts = "\n".join(f"<figure><figcaption>{html.escape(part_id)}</figcaption>{_histogram_svg(part_id, scores)}"
+                      "</figure>" for part_id, scores in stats.parts.items())
+    return f"""<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{html.escape(title)}</title>
+<style>{_CSS}</style>
+</head>
+<body>
+<h1>{html.escape(title)}</h1>
+<p>{counts}. Scores are those of the graded submissions.</p>
+{skipped}
+<h2>Total score</h2>
+{_histogram_svg("total", stats.total)}
+<h2>Most frequent mistakes</h2>
+{_mistakes_svg(stats.hints) if stats.hints else "<p>No graded submission lost points with a hint.</p>"}
+<h2>Parts</h2>
+{_stats_table(stats)}
+<div class="grid">
+{parts}
+</div>
+</body>
+</html>
+"""
+
+
+def _svg(width: int, height: int, label: str, body: list[str]) -> str:
+    # No xmlns: inline SVG in HTML needs none, and the page holds no URL at all.
+    label = html.escape(label)
+    return (f'<svg width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" aria-label="{label}">'
+            f"<title>{label}</title>{''.join(body)}</svg>")
+
+
+def _rect(x: float, y: float, width: float, height: float, kind: str, tooltip: str) -> str:
+    return (f'<rect class="{kind}" x="{x:.1f}" y="{y:.1f}" width="{width:.1f}" height="{height:.1f}">'
+            f"<title>{html.escape(tooltip)}</title></rect>")
+
+
+def _text(x: float, y: float, text: str, anchor: str = "middle") -> str:
+    return f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}">{html.escape(text)}</text>'
+
+
+def _histogram_svg(name: str, scores: Scores) -> str:
+    width, height, left, top, bottom = 480, 220, 10, 20, 40
+    bins = histogram(scores)
+    label = (f"Histogram of {name} scores out of {scores.max_score:g}, "
+             f"{len(scores.values)} graded submissions")
+    slot = (width - 2 * left) / len(bins)
+    tallest = max(b.count for b in bins) or 1
+    body = []
+    for i, b in enumerate(bins):
+        x = left + i * slot
+        bar = (height - top - bottom) * b.count / tallest
+        if b.count:
+            body.append(_rect(x + slot * .1, height - bottom - bar, slot * .8, bar, "histogram", b.describe()))
+            body.append(_text(x + slot / 2, height - bottom - bar - 4, str(b.count)))
+        body.append(_text(x + slot / 2, height - bottom + 14, f"{b.low:g}"))
+    body.append(f'<line x1="{left}" x2="{width - left}" y1="{height - bottom}" y2="{height - bottom}" stroke="#999"/>')
+    body.append(_text(width / 2, height - 6, f"{name} score (last bar: full marks, {scores.max_score:g})"))
+    if not scores.values:
+        body.append(_text(width / 2, height / 2, "no graded submissions"))
+    return _svg(width, height, label, body)
+
+
+def _mistakes_svg(hints: list[tuple[str, int]]) -> str:
+    width, row, bar_height, count_room = 1000, 44, 16, 40
+    most = max(count for _, count in hints)
+    body = []
+    for i, (hint, count) in enumerate(hints):
+        y = i * row
+        shown = hint if len(hint) <= MISTAKE_LABEL_CHARS else hint[:MISTAKE_LABEL_CHARS - 1] + "…"
+        bar = (width - count_room) * count / most
+        body.append(_text(0, y + 14, shown, anchor="start"))
+        body.append(_rect(0, y + 20, bar, bar_height, "mistake", f"{_counted(count, 'submission')}: {hint}"))
+        body.append(_text(bar + 6, y + 20 + bar_height - 3, str(count), anchor="start"))
+    label = f"Bar chart of the {len(hints)} most frequent mistakes, by number of submissions"
+    return _svg(width, row * len(hints), label, body)
+
+
+def _stats_table(stats: ClassStatistics) -> str:
+    def row(name: str, scores: Scores) -> str:
+        cells = [html.escape(name), str(len(scores.values)), *_stat_cells(scores), f"{scores.max_score:g}"]
+        return "<tr>" + "".join(f"<td>{cell}</td>" for cell in cells) + "</tr>"
+
+    header = "".join(f"<th>{column}</th>" for column in STAT_COLUMNS)
+    rows = "".join(row(part_id, scores) for part_id, scores in stats.parts.items())
+    return (f"<table><thead><tr>{header}</tr></thead><tbody>{rows}</tbody>"
+            f"<tfoot>{row('total', stats.total)}</tfoot></table>")
+
+
+def _stat_cells(scores: Scores) -> list[str]:
+    numbers = scores.stats()
+    return ["–" if numbers[key] is None else f"{numbers[key]:.3g}" for key in ("mean", "median", "max")]
+
+
+# ---- the terminal view ---------------------------------------------------------------
+
+
+def sparkline(scores: Scores) -> str:
+    """The histogram in block characters; an empty bin is a space, any other shows."""
+    counts = [b.count for b in histogram(scores)]
+    tallest = max(counts) or 1
+    return "".join(SPARK[math.ceil(count / tallest * (len(SPARK) - 1))] for count in counts)
+
+
+def class_table(data: ClassData) -> Group:
+    stats = data.statistics
+    # Text, not str, wherever report text goes: rich would read it as markup.
+    table = Table(title=Text(f"Assignment {data.assignment}: {stats.submissions} submissions"), title_justify="left")
+    for column in (*STAT_COLUMNS, "0 … full marks"):
+        table.add_column(column, justify="right" if column in STAT_COLUMNS[1:] else "left", no_wrap=True)
+
+    def row(name: str, scores: Scores) -> None:
+        table.add_row(Text(name), str(len(scores.values)), *_stat_cells(scores), f"{scores.max_score:g}",
+                      Text(sparkline(scores), style="blue"))
+
+    for part_id, scores in stats.parts.items():
+        row(part_id, scores)
+    table.add_section()
+    row("total", stats.total)
+    items: list = [table, Text(", ".join(f"{count} {status}" for status, count in stats.counts.items()))]
+    if data.skipped:
+        items.append(Text(f"skipped {_counted(len(data.skipped), 'file')} that are not grade reports: "
+                          + ", ".join(path.as_posix() for path in data.skipped), style="yellow"))
+    if stats.hints:
+        mistakes = Table(title="Most frequent mistakes", title_justify="left")
+        mistakes.add_column("count", justify="right")
+        mistakes.add_column("part: hint", overflow="fold")
+        for hint, count in stats.hints:
+            mistakes.add_row(str(count), Text(hint))
+        items.append(mistakes)
+    return Group(*items)

@@ -1,0 +1,52 @@
+"""What a student reads about a report on a course platform, as plain text.
+
+Both exports use it, so Gradescope and GitHub Classroom say the same thing. A report that
+is not ``graded`` scores 0 there: its parts' scores, if any, do not stand.
+"""
+
+from __future__ import annotations
+
+from grader.plugin import Outcome
+from grader.report import GradeReport, PartResult, Status
+
+
+def counts(report: GradeReport) -> bool:
+    """Whether the report's scores stand (ungradable and grader_error reports score 0)."""
+    return report.status == Status.GRADED
+
+
+def part_score(report: GradeReport, part: PartResult) -> float:
+    return part.score if counts(report) else 0.0
+
+
+def part_passed(report: GradeReport, part: PartResult) -> bool:
+    return counts(report) and part.score >= part.max_score
+
+
+def grader_failed(detail: str) -> str:
+    return (f"The grader failed on this submission: {detail}\n"
+            "This is not your fault: please tell the course staff, who can regrade it.")
+
+
+def summary(report: GradeReport) -> str:
+    """The score, or why there is none, and what happened while loading the submission."""
+    if report.status == Status.UNGRADABLE:
+        lines = [f"Your submission could not be graded: {report.error}"]
+    elif report.status == Status.GRADER_ERROR:
+        lines = [grader_failed(report.error or "unknown error")]
+    else:
+        lines = [f"Score: {report.score:g} / {report.max_score:g}"]
+    lines += [f"Note: {note}" for note in report.notes]
+    return "\n".join(lines)
+
+
+def part_feedback(report: GradeReport, part: PartResult) -> str:
+    """The part's hint, then each failing check and its message; empty for a full score."""
+    if not counts(report):
+        return report.error or ""  # every check would only repeat it as "not run"
+    if part_passed(report, part):
+        return ""
+    lines = [f"Probably wrong: {part.hint}"] if part.hint else []
+    lines += [f"- {test.name} ({test.outcome}, {test.score:g} / {test.max_score:g}): {test.message}"
+              for test in part.tests if test.outcome != Outcome.PASSED]
+    return "\n".join(lines)

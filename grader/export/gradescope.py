@@ -1,0 +1,112 @@
+"""Gradescope's side of the autograder: grade the submission, write ``results.json``.
+
+The zip's ``run_autograder`` (:mod:`grader.export.gradescope_zip`) runs, in
+``/autograder/source``::
+
+    python -m grader.export.gradescope --root /autograder --assignment assignments/03
+
+which grades the file found in ``/autograder/submission`` and writes
+``/autograder/results/results.json`` in Gradescope's format
+(https://gradescope-autograders.readthedocs.io/en/latest/specs/): one test per part.
+Whatever happens, a ``results.json`` is written: a missing submission or a crash of the
+grader becomes a score of 0 with a message saying so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import traceback
+from dataclasses import replace
+from pathlib import Path
+
+from grader.api import grade
+from grader.assignment import Assignment
+from grader.batch import discover
+from grader.export.feedback import grader_failed, part_feedback, part_passed, part_score, summary
+from grader.report import GradeReport, write_atomic
+
+RESULTS = Path("results/results.json")  # under the autograder root
+VISIBLE = "visible"
+SUBMISSION_SUFFIXES = (".py", ".ipynb")
+
+
+def to_gradescope(report: GradeReport) -> dict:
+    """``results.json`` for a report: one test per part, with its hint and failing checks."""
+    tests = [{
+        "name": part.id,
+        "score": part_score(report, part),
+        "max_score": part.max_score,
+        "status": "passed" if part_passed(report, part) else "failed",
+        "output": part_feedback(report, part),
+        "visibility": VISIBLE,
+    } for part in report.parts]
+    return _results(sum(test["score"] for test in tests), summary(report), tests, report.duration_s)
+
+
+def failure_results(message: str) -> dict:
+    """``results.json`` for a run that produced no report: no submission, or the grader crashed."""
+    return _results(0.0, message, [], 0.0)
+
+
+def _results(score: float, output: str, tests: list[dict], duration_s: float) -> dict:
+    return {
+        "score": score,
+        "execution_time": math.ceil(duration_s),
+        "output": output,
+        # Plain text: messages quote the student's code and values, which must not render as markup.
+        "output_format": "text",
+        "test_output_format": "text",
+        "visibility": VISIBLE,
+        # run_autograder's own output holds the grader's warnings and tracebacks: for instructors.
+        "stdout_visibility": "hidden",
+        "tests": tests,
+    }
+
+
+def find_submission(folder: Path, assignment: Assignment) -> Path | None:
+    """The file to grade: the assignment's module or notebook (as ``grade`` picks a working
+    copy when both are there), else the only ``.py`` or ``.ipynb`` handed in."""
+    files = [folder / path for path in discover(folder) if path.suffix in SUBMISSION_SUFFIXES]
+    named = sorted((path for path in files if path.name in (assignment.module, assignment.notebook)),
+                   key=lambda path: (len(path.parts), path))  # the shallowest, if zipped in a folder
+    if named:
+        return replace(assignment, directory=named[0].parent).working_copy()
+    return files[0] if len(files) == 1 else None
+
+
+def results_for(root: Path, assignment_dir: Path) -> dict:
+    assignment = Assignment.load(assignment_dir)
+    folder = root / "submission"
+    submission = find_submission(folder, assignment)
+    if submission is None:
+        handed_in = ", ".join(str(path) for path in discover(folder))
+        return failure_results(f"No submission to grade: upload {assignment.module} or {assignment.notebook}"
+                               f" (handed in: {handed_in or 'nothing'}).")
+    return to_gradescope(grade(assignment, submission))
+
+
+def run(root: Path, assignment_dir: Path) -> None:
+    """Grade and write ``results.json`` under ``root``, whatever fails on the way."""
+    try:
+        results = results_for(root, assignment_dir)
+    except Exception as exc:  # noqa: BLE001 - Gradescope shows students nothing without results.json
+        traceback.print_exc()  # to Gradescope's log of run_autograder, which instructors see
+        results = failure_results(grader_failed(f"{type(exc).__name__}: {exc}"))
+    write_atomic(root / RESULTS, json.dumps(results, indent=2, ensure_ascii=False) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m grader.export.gradescope",
+                                     description="Grade a Gradescope submission and write results.json.")
+    parser.add_argument("--root", type=Path, default=Path("/autograder"), help="Gradescope's autograder folder")
+    parser.add_argument("--assignment", type=Path, required=True, help="the assignment directory")
+    args = parser.parse_args(argv)
+    run(args.root, args.assignment)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,117 @@
+"""``grade export gradescope``: the autograder zip Gradescope builds its grading image from.
+
+At the zip's root: ``setup.sh`` (run once, as root, when the image is built),
+``run_autograder`` (run for every submission; it starts :mod:`grader.export.gradescope`) and
+the source needed to grade: the ``grader`` and ``reference`` packages (hidden suites
+included: the zip is for instructors only), the assignment's folder under ``assignments/``,
+and ``pyproject.toml`` and ``README.md``, which installing the source reads.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from grader.assignment import Assignment, reference_dir
+from grader.export import TORCH_CPU_INDEX, TORCH_VERSION, ExportError
+from grader.export.feedback import grader_failed
+from grader.export.gradescope import RESULTS, failure_results
+
+GRADER_DIR = Path(__file__).resolve().parents[1]
+PROJECT_FILES = ("pyproject.toml", "README.md")
+EXECUTABLE, REGULAR = 0o755, 0o644
+# Fixed timestamps: the same source gives the same zip, so a rebuild shows whether anything changed.
+ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
+
+
+def setup_script() -> str:
+    return f"""#!/usr/bin/env bash
+# Gradescope runs this once, as root, while it builds the autograder image.
+set -euo pipefail
+source_dir="$(cd "$(dirname "${{BASH_SOURCE[0]}}")" && pwd)"
+venv="${{AUTOGRADER_ROOT:-/autograder}}/venv"
+
+# The grader needs Python 3.11 or newer; Gradescope's default image (Ubuntu 22.04) has 3.10.
+# Debian's Pythons can make a venv only with their -venv package (ensurepip), hence the check.
+python=""
+for candidate in python3.13 python3.12 python3.11; do
+    if command -v "$candidate" >/dev/null && "$candidate" -c "import ensurepip" 2>/dev/null; then
+        python="$candidate"
+        break
+    fi
+done
+if [ -z "$python" ]; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y python3.11 python3.11-venv
+    python=python3.11
+fi
+
+"$python" -m venv "$venv"
+"$venv/bin/pip" install --upgrade pip
+"$venv/bin/pip" install "torch=={TORCH_VERSION}" --index-url {TORCH_CPU_INDEX}
+# Editable: installed into site-packages, the reference and hidden suites would be readable by
+# the student's code (README, "Security model").
+"$venv/bin/pip" install -e "$source_dir"
+"""
+
+
+def run_autograder_script(assignment: str) -> str:
+    """The per-submission script; the grading itself is :func:`grader.export.gradescope.run`."""
+    cannot_start = json.dumps(failure_results(grader_failed("it did not start (see the autograder's output)")))
+    return f"""#!/usr/bin/env bash
+# Gradescope runs this for every submission. AUTOGRADER_ROOT and GRADER_PYTHON let the
+# project's tests run it outside Gradescope.
+root="${{AUTOGRADER_ROOT:-/autograder}}"
+python="${{GRADER_PYTHON:-$root/venv/bin/python}}"
+(cd "$root/source" && "$python" -m grader.export.gradescope --root "$root" --assignment {shlex.quote(assignment)})
+# If Python itself could not run, students would see no explanation at all.
+if [ ! -s "$root/{RESULTS}" ]; then
+    mkdir -p "$(dirname "$root/{RESULTS}")"
+    cat > "$root/{RESULTS}" <<'EOF'
+{cannot_start}
+EOF
+fi
+"""
+
+
+def source_files(directory: Path) -> Iterator[Path]:
+    """Every file under ``directory`` but bytecode caches and hidden files."""
+    for path in sorted(directory.rglob("*")):
+        parts = path.relative_to(directory).parts
+        if path.is_file() and path.suffix != ".pyc" and not any(
+                part == "__pycache__" or part.startswith(".") for part in parts):
+            yield path
+
+
+def build_autograder(assignment_dir: str | Path, out: Path) -> None:
+    """Write the autograder zip for the assignment to ``out``."""
+    assignment = Assignment.load(assignment_dir)
+    assignment.hidden_suite  # raises AssignmentError if there is none: the zip could grade nothing
+    reference = reference_dir()
+    project = reference.parent
+    if GRADER_DIR.parent != project or not all((project / name).is_file() for name in PROJECT_FILES):
+        raise ExportError("the Gradescope autograder bundles the grader's source: run this from a source "
+                          "checkout installed with `pip install -e .`")
+    bundled = f"assignments/{assignment.directory.resolve().name}"
+    entries = {"setup.sh": (setup_script().encode(), EXECUTABLE),
+               "run_autograder": (run_autograder_script(bundled).encode(), EXECUTABLE)}
+    for name in PROJECT_FILES:
+        entries[name] = ((project / name).read_bytes(), REGULAR)
+    for package in (GRADER_DIR, reference):
+        for path in source_files(package):
+            entries[path.relative_to(project).as_posix()] = (path.read_bytes(), REGULAR)
+    for path in source_files(assignment.directory):
+        entries[f"{bundled}/{path.relative_to(assignment.directory).as_posix()}"] = (path.read_bytes(), REGULAR)
+    _write_zip(out, entries)
+
+
+def _write_zip(out: Path, entries: dict[str, tuple[bytes, int]]) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(out, "w") as archive:
+        for name, (data, mode) in entries.items():
+            info = zipfile.ZipInfo(name, ZIP_EPOCH)
+            info.external_attr = (0o100000 | mode) << 16  # a regular file with these permissions
+            info.compress_type = zipfile.ZIP_DEFLATED
+            archive.writestr(info, data)

@@ -1,0 +1,206 @@
+"""The student's ``grade``: an assignment's public tests on the working copy, as a table.
+
+This is the grader that ``grade release`` ships in the handout, without the reference or
+any hidden suite. Its score counts public tests (shapes, sanity checks), so it is not the
+grade: the hidden tests run when the work is submitted. The student's code runs in a pytest
+subprocess, never in this process.
+
+    grade assignments/03                      # the working copy: module or notebook
+    grade assignments/03 --submission FILE -v
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.text import Text
+
+from grader import hints
+from grader.assignment import Assignment, AssignmentError
+from grader.ingest import Program, Ungradable, load_submission
+from grader.render import render_report
+from grader.report import GradeReport, PartResult, Status, TestResult
+
+EXIT_OK, EXIT_GRADER_ERROR, EXIT_USAGE = 0, 1, 2  # as the full grader's (grader/cli.py)
+PUBLIC_TESTS_TIMEOUT_S = 300.0
+HIDDEN_TESTS_NOTE = ("These are the public tests only, so this score is not your grade: "
+                     "the hidden tests run on submission.")
+OTHER_PART = "other public tests"  # for a test whose name names no part
+# A test's own check failing, as opposed to the student's code raising.
+_TEST_FAILURES = ("AssertionError", "Failed")
+
+
+def grade_public(assignment: Assignment | str | Path, submission: str | Path | None = None,
+                 timeout_s: float = PUBLIC_TESTS_TIMEOUT_S) -> GradeReport:
+    """Run the public tests on ``submission`` (default: the working copy) and report per part."""
+    started = time.monotonic()
+    if not isinstance(assignment, Assignment):
+        assignment = Assignment.load(assignment)
+    path = Path(submission) if submission is not None else assignment.working_copy()
+    try:
+        program = load_submission(path)
+    except (Ungradable, OSError) as exc:
+        why = str(exc) if isinstance(exc, Ungradable) else f"the file cannot be read: {exc.strerror or exc}"
+        status, error, tests, notes = Status.UNGRADABLE, why, [], []
+    else:
+        status, error, tests = _run_public_tests(assignment, program, timeout_s)
+        notes = list(program.notes)
+    parts = _parts(assignment, [(part_of(test["nodeid"], assignment.parts), _test_result(test)) for test in tests])
+    return GradeReport(
+        assignment=assignment.id, submission=str(submission if submission is not None else path), status=status,
+        error=error, score=sum(part.score for part in parts), max_score=sum(part.max_score for part in parts),
+        device="cpu", duration_s=round(time.monotonic() - started, 3),
+        grader_version="",  # this report is only shown, never written or compared
+        parts=parts, notes=notes, output=_printed(tests))
+
+
+def part_of(test_id: str, part_ids: tuple[str, ...]) -> str:
+    """The part a public test checks, from its name: ``test_multi_head_attention_...`` checks
+    ``MultiHeadAttention`` (the longest part name that starts it, for parts that share a prefix)."""
+    name = test_id.rpartition("::")[2].removeprefix("test_")
+    named = [part for part in part_ids if name == _snake(part) or name.startswith(_snake(part) + "_")]
+    return max(named, key=len, default=OTHER_PART)
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
+
+
+def _run_public_tests(assignment: Assignment, program: Program, timeout_s: float) -> tuple[str, str | None, list[dict]]:
+    """(status, error, pytest-json-report's tests) for the public tests run on ``program``."""
+    with tempfile.TemporaryDirectory(prefix="grade-public-") as scratch:
+        scratch_dir = Path(scratch)
+        # A notebook becomes the module the tests import: its code cells in order, as
+        # "Run All" would run them (a cell that raises stops the import, as it stops the run).
+        (scratch_dir / assignment.module).write_text("\n\n".join(cell.source for cell in program.cells),
+                                                     encoding="utf-8")
+        report_path, log_path = scratch_dir / "report.json", scratch_dir / "pytest.log"
+        exit_code = _pytest(assignment, scratch_dir, report_path, log_path, timeout_s)
+        if exit_code is None:
+            return (Status.UNGRADABLE,
+                    f"the public tests did not finish in {timeout_s:g} s: look for a loop that never ends", [])
+        report = json.loads(report_path.read_text(encoding="utf-8")) if report_path.is_file() else {}
+        log = log_path.read_text(encoding="utf-8", errors="replace")
+    broken = [collector for collector in report.get("collectors", []) if collector.get("outcome") == "failed"]
+    if broken:
+        return Status.UNGRADABLE, f"the public tests cannot import your code: {_last_error(broken[0]['longrepr'])}", []
+    if exit_code not in (0, 1) or "tests" not in report:
+        return Status.GRADER_ERROR, f"pytest failed to run the public tests (exit code {exit_code}): {log[-2000:]}", []
+    return Status.GRADED, None, [test for test in report["tests"] if test["outcome"] != "skipped"]
+
+
+def _pytest(assignment: Assignment, module_dir: Path, report_path: Path, log_path: Path,
+            timeout_s: float) -> int | None:
+    """pytest's exit code on the public tests importing the module in ``module_dir``; None on timeout."""
+    command = [
+        # -S as we were started: pytest and torch must come from where this grader found them.
+        sys.executable, *(["-S"] if sys.flags.no_site else []),
+        # -P keeps the assignment folder (the cwd) off the front of sys.path and
+        # --import-mode=append puts it last: the module in module_dir is the one imported.
+        "-P", "-m", "pytest", *sorted(path.name for path in assignment.directory.glob("test_*.py")),
+        "--rootdir", ".", "--import-mode=append", "-p", "no:cacheprovider", "-q",
+        "-p", "pytest_jsonreport.plugin", "--json-report", f"--json-report-file={report_path}",
+    ]
+    env = {**os.environ,
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(module_dir), os.environ.get("PYTHONPATH")])),
+           # Only the plugins named above: others installed here must not change the run.
+           "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    with log_path.open("wb") as log:
+        # A session of its own, so that a timeout kills whatever the student's code started too.
+        process = subprocess.Popen(command, cwd=assignment.directory, env=env, stdin=subprocess.DEVNULL,
+                                   stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            return process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            return None
+        finally:
+            _kill_group(process)
+
+
+def _kill_group(process: subprocess.Popen) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass  # the group has ended already
+    process.wait()
+
+
+def _last_error(longrepr: str) -> str:
+    """The exception line of a pytest traceback ("E   NameError: ..."), else its last line."""
+    lines = [line for line in longrepr.splitlines() if line.strip()]
+    errors = [line[1:].strip() for line in lines if line.startswith("E ")]
+    return (errors or lines or [""])[-1]
+
+
+def _test_result(test: dict) -> TestResult:
+    name = test["nodeid"].rpartition("::")[2]
+    if test["outcome"] == "passed":
+        return TestResult(name=name, outcome="passed", message="", hint=None, score=1.0, max_score=1.0)
+    stage = next((test[when] for when in ("setup", "call", "teardown")
+                  if test.get(when, {}).get("outcome") not in (None, "passed")), {})
+    message = stage.get("crash", {}).get("message") or _last_error(stage.get("longrepr", ""))
+    # The innermost traceback entry names the exception's type; the message may not
+    # (a failed `assert` reads "assert False ...").
+    type_name = (stage.get("traceback") or [{}])[-1].get("message") or message.partition(": ")[0]
+    if type_name in _TEST_FAILURES:
+        return TestResult(name=name, outcome="failed", message=message, hint=None, score=0.0, max_score=1.0)
+    detail = message.removeprefix(f"{type_name}: ")
+    hint = hints.NOT_IMPLEMENTED if type_name == "NotImplementedError" else hints.hint_for_exception(type_name, detail)
+    return TestResult(name=name, outcome="error", message=message, hint=hint, score=0.0, max_score=1.0)
+
+
+def _parts(assignment: Assignment, tests: list[tuple[str, TestResult]]) -> list[PartResult]:
+    part_ids = [*assignment.parts, *([OTHER_PART] if any(part == OTHER_PART for part, _ in tests) else [])]
+    parts = []
+    for part_id in part_ids:
+        results = [result for part, result in tests if part == part_id]
+        parts.append(PartResult(id=part_id, score=sum(result.score for result in results),
+                                max_score=sum(result.max_score for result in results),
+                                hint=next((result.hint for result in results if result.hint), None), tests=results))
+    return parts
+
+
+def _printed(tests: list[dict]) -> str:
+    """What the student's code printed during the tests (pytest captured it per test)."""
+    return "".join(test.get(when, {}).get(stream, "") for test in tests
+                   for when in ("setup", "call", "teardown") for stream in ("stdout", "stderr"))
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="grade", description="Run an assignment's public tests on your work. "
+                                                               + HIDDEN_TESTS_NOTE)
+    parser.add_argument("assignment", type=Path, help="the assignment directory, e.g. assignments/03")
+    parser.add_argument("--submission", type=Path, help=".py or .ipynb to test (default: your working copy)")
+    parser.add_argument("--verbose", "-v", action="store_true", help="also show every failing test and your output")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
+    errors = Console(stderr=True)
+    if args.submission is not None and not args.submission.is_file():
+        errors.print(f"[red]error:[/] no such submission file: {args.submission}")
+        return EXIT_USAGE
+    try:
+        report = grade_public(args.assignment, args.submission)
+    except AssignmentError as exc:
+        errors.print(f"[red]error:[/] {exc}")
+        return EXIT_USAGE
+    console = Console()
+    console.print(render_report(report, verbose=args.verbose))
+    console.print(Text(HIDDEN_TESTS_NOTE, style="bold"))
+    return EXIT_GRADER_ERROR if report.status == Status.GRADER_ERROR else EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

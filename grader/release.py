@@ -1,0 +1,205 @@
+"""``grade release``: one assignment's student handout, as a folder and a zip.
+
+    OUT/03/                  (OUT/03.zip holds the same tree under 03/)
+      README.md              the two commands: install, grade
+      pyproject.toml         transformer-grader-student, with the `grade` command
+      grader/                the student's grader: grader.public and the modules it imports
+      assignments/03/        instructions, stub module, notebook, public tests, assignment.toml
+
+The student's grader runs the public tests only. Which grader modules it ships is computed
+from grader.public's imports, and a module among them that imports the reference (or what
+locates it) stops the release, so a hidden suite or the reference never reaches students.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import shutil
+import zipfile
+from importlib import metadata
+from pathlib import Path
+
+from grader.assignment import REFERENCE_LOCATORS, Assignment
+from grader.handout import notebook_is_current
+
+GRADER_DIR = Path(__file__).resolve().parent
+STUDENT_ENTRY = "grader.public"  # the student's `grade`: its main()
+STUDENT_DISTRIBUTION = "transformer-grader-student"
+# The full grader's requirements that the student's needs: torch for their code and the
+# tests, pytest and its JSON report to run them, rich for the table, nbformat for notebooks.
+STUDENT_REQUIREMENTS = ("torch", "pytest", "pytest-json-report", "rich", "nbformat")
+# Replaces grader/__init__.py, which imports the full grader (grader.api and the reference).
+STUDENT_INIT = '''"""The course grader, student edition (made by `grade release`).
+
+`grade assignments/NN` runs the assignment's public tests on your working copy; the hidden
+tests, and your grade, run on submission.
+"""
+'''
+_ZIP_DATE = (1980, 1, 1, 0, 0, 0)  # fixed, so the same handout gives the same zip
+
+
+class ReleaseError(Exception):
+    """The handout cannot be built: the message says what to fix."""
+
+
+def release(assignment: Assignment | str | Path, out: Path) -> tuple[Path, Path]:
+    """Write ``out/<id>/`` and ``out/<id>.zip``; returns both paths. Replaces an earlier release."""
+    if not isinstance(assignment, Assignment):
+        assignment = Assignment.load(assignment)
+    if not notebook_is_current(assignment):
+        raise ReleaseError(f"{assignment.notebook_path} is out of date; run: grade notebook {assignment.directory}")
+    folder, archive = out / assignment.id, out / f"{assignment.id}.zip"
+    # Everything is computed (and checked) before the earlier release is removed.
+    files: dict[str, Path | str] = {**_handout_files(assignment), **_grader_files(),
+                                    "README.md": student_readme(assignment), "pyproject.toml": student_pyproject()}
+    if folder.exists():
+        shutil.rmtree(folder)
+    for relative, source in files.items():
+        target = folder / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(source, Path):
+            shutil.copyfile(source, target)
+        else:
+            target.write_text(source, encoding="utf-8")
+    _write_zip(folder, archive)
+    return folder, archive
+
+
+def _handout_files(assignment: Assignment) -> dict[str, Path]:
+    """What the student gets of the assignment folder, by name: never anything else there."""
+    public_tests = sorted(path.name for path in assignment.directory.glob("test_*.py"))
+    if not public_tests:
+        raise ReleaseError(f"{assignment.directory} has no public tests (test_*.py) for the student's grader to run")
+    names = ["README.md", "assignment.toml", assignment.module, assignment.notebook, *public_tests]
+    missing = [name for name in names if not (assignment.directory / name).is_file()]
+    if missing:
+        raise ReleaseError(f"{assignment.directory} has no {', '.join(missing)}")
+    return {f"assignments/{assignment.id}/{name}": assignment.directory / name for name in names}
+
+
+def _grader_files() -> dict[str, Path | str]:
+    return {"grader/__init__.py": STUDENT_INIT,
+            **{f"grader/{path.relative_to(GRADER_DIR).as_posix()}": path for path in student_modules()}}
+
+
+def student_modules(package_dir: Path = GRADER_DIR) -> list[Path]:
+    """The files of the grader package at ``package_dir`` that the student's grader needs:
+    :data:`STUDENT_ENTRY` and every grader module it imports, transitively (imports inside
+    functions too; absolute ones, as the grader writes them). The package's own
+    ``__init__.py`` is not among them (see STUDENT_INIT).
+
+    Raises :class:`ReleaseError` if one of them imports the reference or what locates it.
+    """
+    package = package_dir.name
+    found: set[Path] = set()
+    pending = [STUDENT_ENTRY]
+    while pending:
+        for path in _module_files(package_dir, pending.pop()):
+            if path in found:
+                continue
+            found.add(path)
+            imported = _imported_names(ast.parse(path.read_text(encoding="utf-8"), str(path)))
+            leaks = sorted(name for name in imported if _locates_reference(name, package))
+            if leaks:
+                raise ReleaseError(f"{path} imports {', '.join(leaks)}: the student's grader must not hold the "
+                                   f"reference; keep that import out of what {STUDENT_ENTRY} imports")
+            pending += [name for name in imported if name.split(".")[0] == package]
+    return sorted(found)
+
+
+def _module_files(package_dir: Path, dotted: str) -> list[Path]:
+    """The files importing ``dotted`` runs: each sub-package's ``__init__.py``, then the module.
+    Nothing for the top package, or for a name that is not a module (``grader.api.grade``)."""
+    files = []
+    directory = package_dir
+    for part in dotted.split(".")[1:]:
+        if (directory / part / "__init__.py").is_file():
+            directory = directory / part
+            files.append(directory / "__init__.py")
+            continue
+        if (directory / f"{part}.py").is_file():
+            files.append(directory / f"{part}.py")
+        break
+    return files
+
+
+def _imported_names(tree: ast.Module) -> set[str]:
+    """Every dotted name an import statement anywhere in ``tree`` binds or loads:
+    ``from a.b import c`` gives ``a.b`` and ``a.b.c`` (c may be a module or a name)."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def _locates_reference(name: str, package: str) -> bool:
+    return (name == "reference" or name.startswith("reference.")
+            or name in {f"{package}.assignment.{locator}" for locator in REFERENCE_LOCATORS})
+
+
+def student_readme(assignment: Assignment) -> str:
+    folder = f"assignments/{assignment.id}"
+    return f"""# Assignment {assignment.id}: {assignment.title}
+
+The instructions are in [`{folder}/README.md`]({folder}/README.md). You edit
+`{folder}/{assignment.module}`, or the same stubs in `{folder}/{assignment.notebook}`.
+
+## Check your work
+
+From this folder, with Python 3.11 or newer:
+
+```bash
+python3 -m venv .venv && .venv/bin/pip install -e .   # install torch, pytest and the `grade` command
+.venv/bin/grade {folder}                        # run the public tests on your work
+```
+
+`grade` tests your working copy (the module or the notebook, whichever has fewer stubs
+left) and shows a score per part; `-v` also shows each failure and what your code printed.
+The public tests check shapes and sanity only, so that score is not your grade: the hidden
+tests run on submission.
+"""
+
+
+def student_pyproject() -> str:
+    requirements = [requirement for requirement in metadata.requires("transformer-grader") or []
+                    if _requirement_name(requirement) in STUDENT_REQUIREMENTS and ";" not in requirement]
+    missing = set(STUDENT_REQUIREMENTS) - {_requirement_name(requirement) for requirement in requirements}
+    if missing:
+        raise ReleaseError(f"the grader's own requirements do not list {sorted(missing)}")
+    dependencies = "".join(f"    {json.dumps(requirement)},\n" for requirement in requirements)
+    return f"""[build-system]
+requires = ["setuptools>=68"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "{STUDENT_DISTRIBUTION}"
+version = "{metadata.version("transformer-grader")}"
+description = "Runs a Transformer course assignment's public tests on your work."
+requires-python = ">=3.11"
+dependencies = [
+{dependencies}]
+
+[project.scripts]
+grade = "{STUDENT_ENTRY}:main"
+
+[tool.setuptools.packages.find]
+include = ["grader*"]
+"""
+
+
+def _requirement_name(requirement: str) -> str:
+    return re.split(r"[\s\[<>=!~;]", requirement, maxsplit=1)[0].lower()
+
+
+def _write_zip(folder: Path, archive: Path) -> None:
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zipped:
+        for path in sorted(path for path in folder.rglob("*") if path.is_file()):
+            info = zipfile.ZipInfo(f"{folder.name}/{path.relative_to(folder).as_posix()}", _ZIP_DATE)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            zipped.writestr(info, path.read_bytes())

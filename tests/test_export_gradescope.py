@@ -1,0 +1,228 @@
+"""`grade export gradescope`: the report as results.json, the autograder zip, and the zip's
+run_autograder against a fake /autograder tree, as Gradescope runs it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from grader.assignment import Assignment
+from grader.cli import main
+from grader.export import gradescope
+from grader.export.gradescope import find_submission, run, to_gradescope
+from grader.export.gradescope_zip import GRADER_DIR, build_autograder, source_files
+from grader.report import GradeReport, PartResult, Status
+from grader.report import TestResult as Result  # not Test*: pytest would try to collect it
+from reference import as_submission
+from tests.conftest import ASSIGNMENT_03, notebook_text
+
+HINT = "scores scaled by sqrt(d_model) instead of sqrt(d_k), the head dimension"
+
+
+def sample_report(status: str = Status.GRADED, error: str | None = None) -> GradeReport:
+    """A report of assignment 03's shape: one part with full marks, one with partial credit."""
+    full = PartResult("split_heads", 7.0, 7.0, None, [
+        Result("test_split_heads_values", "passed", "", None, 7.0, 7.0)])
+    partial = PartResult("MultiHeadAttention", 3.0, 14.0, HINT, [
+        Result("test_mha_has_the_contract_parameters", "passed", "", None, 3.0, 3.0),
+        Result("test_mha_self_attention_values", "failed", "values differ: max abs error 0.651", HINT, 0.0, 11.0)])
+    return GradeReport(assignment="03", submission="mha.py", status=status, error=error, score=10.0, max_score=21.0,
+                       device="cpu", duration_s=0.4, grader_version="0.1.0", parts=[full, partial],
+                       notes=["cell 3 raised NameError and was skipped"])
+
+
+# ---- the report as results.json
+
+
+def test_graded_report_scores_each_part_and_the_total_adds_up():
+    results = to_gradescope(sample_report())
+    json.dumps(results)  # raises if anything in it is not JSON, as run() writes it
+    assert results["score"] == sum(test["score"] for test in results["tests"]) == 10.0
+    assert [(t["name"], t["score"], t["max_score"], t["status"]) for t in results["tests"]] == [
+        ("split_heads", 7.0, 7.0, "passed"), ("MultiHeadAttention", 3.0, 14.0, "failed")]
+    assert "10 / 21" in results["output"] and "cell 3 raised NameError" in results["output"]
+    assert results["output_format"] == results["test_output_format"] == "text" and results["visibility"] == "visible"
+
+
+def test_a_failing_part_shows_its_hint_and_failing_checks_only():
+    passing, failing = to_gradescope(sample_report())["tests"]
+    assert passing["output"] == ""
+    assert HINT in failing["output"]
+    assert "test_mha_self_attention_values" in failing["output"] and "max abs error 0.651" in failing["output"]
+    assert "test_mha_has_the_contract_parameters" not in failing["output"]
+
+
+@pytest.mark.parametrize("status, error, says", [
+    (Status.UNGRADABLE, "mha.py has a syntax error: line 2", "could not be graded"),
+    (Status.GRADER_ERROR, "1 test(s) failed inside the grader: KeyError", "not your fault"),
+])
+def test_a_report_that_is_not_graded_scores_zero_and_says_why(status, error, says):
+    # The sample's parts keep their points, as a grader_error report's other tests do: they must not count.
+    results = to_gradescope(sample_report(status, error))
+    assert results["score"] == 0
+    assert all(test["score"] == 0 and test["status"] == "failed" for test in results["tests"])
+    assert [test["max_score"] for test in results["tests"]] == [7.0, 14.0]
+    assert error in results["output"] and says in results["output"]
+    assert all(error in test["output"] for test in results["tests"])
+
+
+# ---- which file is graded
+
+
+@pytest.fixture
+def assignment() -> Assignment:
+    return Assignment.load(ASSIGNMENT_03)
+
+
+def hand_in(folder: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text)
+    return folder
+
+
+@pytest.mark.parametrize("files, expected", [
+    ({"mha.py": "", "notes.txt": ""}, "mha.py"),
+    ({"homework3.ipynb": "", "README.md": ""}, "homework3.ipynb"),
+    ({"hw/mha.py": "", "__MACOSX/hw/._mha.py": ""}, "hw/mha.py"),  # a zipped folder, from a Mac
+    ({"mha.py": "", "helpers.py": ""}, "mha.py"),
+    ({"a.py": "", "b.py": ""}, None),  # which one? not guessed
+    ({"notes.txt": ""}, None),
+    ({}, None),
+])
+def test_the_submission_is_the_module_or_notebook_else_the_only_source_file(tmp_path, assignment, files, expected):
+    found = find_submission(hand_in(tmp_path / "submission", files), assignment)
+    assert found == (tmp_path / "submission" / expected if expected else None)
+
+
+def test_with_module_and_notebook_the_one_with_more_work_done_is_graded(tmp_path, assignment):
+    folder = hand_in(tmp_path, {"mha.py": (ASSIGNMENT_03 / "mha.py").read_text(),
+                                "mha.ipynb": notebook_text(as_submission("multihead"))})
+    assert find_submission(folder, assignment) == folder / "mha.ipynb"
+
+
+def test_a_crash_of_the_grader_still_writes_results_json(tmp_path, monkeypatch):
+    def crash(*args, **kwargs):
+        raise RuntimeError("the suite process vanished")
+
+    monkeypatch.setattr(gradescope, "grade", crash)
+    hand_in(tmp_path / "submission", {"mha.py": ""})
+    run(tmp_path, ASSIGNMENT_03)
+    results = json.loads((tmp_path / "results" / "results.json").read_text())
+    assert results["score"] == 0
+    assert "the suite process vanished" in results["output"] and "not your fault" in results["output"]
+
+
+# ---- the zip
+
+
+@pytest.fixture(scope="module")
+def autograder_zip(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("export") / "autograder.zip"
+    assert main(["export", "gradescope", str(ASSIGNMENT_03), "--out", str(out)]) == 0
+    return out
+
+
+def test_zip_holds_the_scripts_at_its_root_and_the_source_to_grade(autograder_zip):
+    with zipfile.ZipFile(autograder_zip) as archive:
+        modes = {info.filename: info.external_attr >> 16 & 0o777 for info in archive.infolist()}
+    assert modes["run_autograder"] == modes["setup.sh"] == 0o755
+    for name in ("pyproject.toml", "README.md", "grader/cli.py", "grader/schema/report.v1.json",
+                 "reference/multihead.py", "reference/hidden/a03/conftest.py", "reference/hidden/a03/test_multihead.py",
+                 "assignments/03/assignment.toml", "assignments/03/mha.py"):
+        assert name in modes, name
+    assert not [name for name in modes if "__pycache__" in name or name.endswith(".pyc")]
+    # Nothing of the package left behind (a new module or sub-package is picked up, not listed).
+    assert {f"grader/{path.relative_to(GRADER_DIR).as_posix()}" for path in source_files(GRADER_DIR)} <= set(modes)
+
+
+def test_zip_is_the_same_when_built_again(autograder_zip, tmp_path):
+    build_autograder(ASSIGNMENT_03, tmp_path / "again.zip")
+    assert (tmp_path / "again.zip").read_bytes() == autograder_zip.read_bytes()
+
+
+def test_scripts_are_valid_bash_and_setup_installs_the_cpu_torch_and_the_source(autograder_zip, tmp_path):
+    with zipfile.ZipFile(autograder_zip) as archive:
+        archive.extractall(tmp_path, members=["setup.sh", "run_autograder"])
+    for script in ("setup.sh", "run_autograder"):
+        checked = subprocess.run(["bash", "-n", str(tmp_path / script)], capture_output=True, text=True)
+        assert checked.returncode == 0, checked.stderr
+    setup = (tmp_path / "setup.sh").read_text()
+    assert "torch==2.13.0" in setup and "--index-url https://download.pytorch.org/whl/cpu" in setup
+    assert 'pip" install -e "$source_dir"' in setup
+
+
+def test_bundled_source_is_an_installable_project(autograder_zip, tmp_path):
+    # What setup.sh's `pip install -e` does first, offline: read pyproject.toml and find the packages.
+    with zipfile.ZipFile(autograder_zip) as archive:
+        archive.extractall(tmp_path / "source")
+    prepare = ("import sys; from setuptools import build_meta; "
+               "build_meta.prepare_metadata_for_build_editable(sys.argv[1])")
+    done = subprocess.run([sys.executable, "-c", prepare, str(tmp_path)], cwd=tmp_path / "source",
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    [top_level] = tmp_path.glob("*.dist-info/top_level.txt")
+    assert set(top_level.read_text().split()) == {"grader", "reference"}
+
+
+def test_unknown_assignment_is_a_usage_error(tmp_path):
+    assert main(["export", "gradescope", str(tmp_path), "--out", str(tmp_path / "a.zip")]) == 2
+    assert not (tmp_path / "a.zip").exists()
+
+
+# ---- run_autograder, as Gradescope runs it
+
+
+@pytest.fixture
+def autograder(autograder_zip, tmp_path):
+    """run(files handed in) -> results.json, from the zip extracted into a fake /autograder."""
+    with zipfile.ZipFile(autograder_zip) as archive:
+        archive.extractall(tmp_path / "source")
+    (tmp_path / "source" / "run_autograder").chmod(0o755)  # zipfile does not restore modes
+
+    def run_autograder(files: dict[str, str], python: str = sys.executable) -> dict:
+        hand_in(tmp_path / "submission", files)
+        env = {"PATH": "/usr/bin:/bin", "AUTOGRADER_ROOT": str(tmp_path), "GRADER_PYTHON": python}
+        done = subprocess.run([str(tmp_path / "source" / "run_autograder")], env=env, capture_output=True,
+                              text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        return json.loads((tmp_path / "results" / "results.json").read_text())
+
+    return run_autograder
+
+
+@pytest.mark.slow
+def test_reference_solution_gets_full_marks_from_the_bundled_grader(autograder, tmp_path):
+    results = autograder({"mha.py": as_submission("multihead")})
+    assert [test["status"] for test in results["tests"]] == ["passed"] * 3
+    assert results["score"] == sum(test["max_score"] for test in results["tests"]) > 0
+    # Graded by the zip's copy, not this checkout's: the zip alone must be able to grade.
+    for package in ("grader", "reference"):
+        locate = f"import importlib.util; print(importlib.util.find_spec({package!r}).origin)"
+        found = subprocess.run([sys.executable, "-c", locate], cwd=tmp_path / "source", capture_output=True,
+                               text=True, check=True)
+        assert Path(found.stdout.strip()).is_relative_to(tmp_path / "source")
+
+
+@pytest.mark.slow
+def test_stub_submission_scores_zero_with_hints(autograder):
+    results = autograder({"mha.py": (ASSIGNMENT_03 / "mha.py").read_text()})
+    assert results["score"] == 0
+    assert all(test["status"] == "failed" and "not implemented" in test["output"] for test in results["tests"])
+
+
+@pytest.mark.slow
+def test_missing_submission_scores_zero_and_says_what_to_upload(autograder):
+    results = autograder({"notes.txt": "I could not finish"})
+    assert results["score"] == 0 and results["tests"] == []
+    assert "mha.py" in results["output"] and "notes.txt" in results["output"]
+
+
+def test_when_python_cannot_start_run_autograder_still_writes_results(autograder):
+    results = autograder({"mha.py": ""}, python="/nonexistent/python")
+    assert results["score"] == 0 and "not your fault" in results["output"]

@@ -1,0 +1,275 @@
+"""`grade release`: the student handout holds no reference and no hidden test, and its grader
+runs the public tests from the unpacked zip where the reference cannot be imported."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tomllib
+import zipfile
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from grader.assignment import Assignment
+from grader.cli import EXIT_GRADER_ERROR, EXIT_OK, main
+from grader.handout import render_notebook
+from grader.public import OTHER_PART, grade_public, part_of
+from grader.release import ReleaseError, release, student_modules
+from reference import as_submission
+from tests.conftest import ASSIGNMENT_03, ASSIGNMENTS, ROOT, mutant, notebook_text
+
+HANDOUT = "assignments/03"
+HIDDEN_NOTE = "the hidden tests run on submission"
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("dist")
+    assert main(["release", str(ASSIGNMENT_03), "--out", str(out)]) == EXIT_OK
+    return out / "03"
+
+
+@pytest.fixture(scope="module")
+def unpacked(bundle, tmp_path_factory) -> Path:
+    """The zip as a student unpacks it; tests that change it work on a copy."""
+    into = tmp_path_factory.mktemp("student")
+    with zipfile.ZipFile(bundle.with_suffix(".zip")) as archive:
+        archive.extractall(into)
+    return into / "03"
+
+
+def files(folder: Path) -> dict[str, bytes]:
+    return {path.relative_to(folder).as_posix(): path.read_bytes()
+            for path in sorted(folder.rglob("*")) if path.is_file()}
+
+
+def text_lines(path: Path) -> set[str]:
+    """The stripped lines a file holds; a notebook's are its cells' (its JSON quotes them)."""
+    if path.suffix == ".ipynb":
+        text = "\n".join(cell.source for cell in nbformat.read(path, as_version=4).cells)
+    else:
+        text = path.read_text(encoding="utf-8")
+    return {line.strip() for line in text.splitlines()}
+
+
+def leaked_lines(folder: Path) -> set[str]:
+    """Lines of the reference solution or of the hidden suite of 03 found in ``folder``:
+    those that say something (not imports, comments, short lines) and that the public
+    handout does not hold too (the stub shares signatures and docstrings with the reference)."""
+    public = set().union(*(text_lines(path) for path in ASSIGNMENT_03.iterdir() if path.is_file()))
+    secret_sources = [as_submission("multihead"),
+                      *(path.read_text(encoding="utf-8") for path in (ROOT / "reference/hidden/a03").glob("*.py"))]
+    secret = {line.strip() for source in secret_sources for line in source.splitlines()
+              if len(line.strip()) >= 20 and not line.strip().startswith(("import ", "from ", "#", '"""'))} - public
+    return set().union(*(text_lines(path) & secret for path in folder.rglob("*") if path.is_file()))
+
+
+# ---- what the handout holds -----------------------------------------------------------------
+
+
+def test_zip_holds_the_folder_under_the_assignment_id(bundle):
+    with zipfile.ZipFile(bundle.with_suffix(".zip")) as archive:
+        zipped = {info.filename.removeprefix("03/"): archive.read(info) for info in archive.infolist()}
+        assert all(info.filename.startswith("03/") for info in archive.infolist())
+    assert zipped == files(bundle)
+
+
+def test_bundle_holds_the_handout_and_an_installable_student_grader(bundle):
+    held = files(bundle)
+    for name in ("README.md", "assignment.toml", "mha.py", "mha.ipynb", "test_mha.py"):
+        assert held[f"{HANDOUT}/{name}"] == (ASSIGNMENT_03 / name).read_bytes()
+    project = tomllib.loads(held["pyproject.toml"].decode())["project"]
+    module, _, function = project["scripts"]["grade"].partition(":")
+    assert f"def {function}(" in held[module.replace(".", "/") + ".py"].decode()
+    requirements = {re.split(r"[<>=\[]", requirement)[0] for requirement in project["dependencies"]}
+    assert {"torch", "pytest", "pytest-json-report"} <= requirements and "safetensors" not in requirements
+    readme = " ".join(held["README.md"].decode().split())
+    assert "pip install -e ." in readme and f"grade {HANDOUT}" in readme and HIDDEN_NOTE in readme
+
+
+def test_bundle_holds_no_reference_and_no_hidden_test(bundle):
+    with zipfile.ZipFile(bundle.with_suffix(".zip")) as archive:
+        names = archive.namelist()
+    for name in names + list(files(bundle)):
+        assert not {"reference", "hidden"} & set(re.split(r"[/._]", name)), name
+    assert leaked_lines(bundle) == set()
+    for path in bundle.rglob("*"):
+        if path.is_file():
+            lines = text_lines(path)
+            assert not [line for line in lines if re.match(r"(from|import)\s+reference\b", line)], path
+            assert not [line for line in lines if re.search(r"reference[/.]hidden|hidden/a\d", line)], path
+
+
+def test_leak_check_finds_the_reference_solution_in_a_handout(bundle, tmp_path):
+    tampered = shutil.copytree(bundle, tmp_path / "03")
+    (tampered / HANDOUT / "mha.py").write_text(as_submission("multihead"), encoding="utf-8")
+    assert leaked_lines(tampered)
+
+
+def test_no_grader_module_that_locates_the_reference_is_shipped(bundle):
+    needs_reference = {path.relative_to(ROOT).as_posix() for path in (ROOT / "grader").rglob("*.py")
+                       if re.search(r"^\s*(from|import) reference\b|\bREFERENCE_DIR\b|\.hidden_suite\b",
+                                    path.read_text(encoding="utf-8"), re.MULTILINE)}
+    assert "grader/api.py" in needs_reference  # the pattern finds what it is for
+    # grader/assignment.py locates the reference only when asked (see test_bundle_grader_imports_without_the_reference).
+    assert not (needs_reference - {"grader/assignment.py"}) & set(files(bundle))
+
+
+def test_bundle_notebook_is_the_generated_one(bundle):
+    generated = render_notebook(Assignment.load(ASSIGNMENT_03))
+    assert (bundle / HANDOUT / "mha.ipynb").read_text(encoding="utf-8") == generated
+
+
+def test_release_replaces_an_earlier_one(bundle, tmp_path):
+    (tmp_path / "03").mkdir()
+    (tmp_path / "03" / "solution.py").write_text("stale")
+    folder, archive = release(ASSIGNMENT_03, tmp_path)
+    assert files(folder) == files(bundle) and archive.read_bytes() == bundle.with_suffix(".zip").read_bytes()
+
+
+def test_a_stale_notebook_stops_the_release(tmp_path):
+    assignment = shutil.copytree(ASSIGNMENT_03, tmp_path / "03")
+    with open(assignment / "mha.py", "a", encoding="utf-8") as module:
+        module.write("\n\ndef helper():\n    pass\n")
+    assert main(["release", str(assignment), "--out", str(tmp_path / "dist")]) == EXIT_GRADER_ERROR
+    assert not (tmp_path / "dist").exists()
+
+
+# ---- which grader modules ship --------------------------------------------------------------
+
+
+def fake_grader(tmp_path: Path, modules: dict[str, str]) -> Path:
+    package = tmp_path / "grader"
+    for name, source in {"__init__.py": "from grader.api import grade\n", "assignment.py": "", **modules}.items():
+        (package / name).parent.mkdir(parents=True, exist_ok=True)
+        (package / name).write_text(source)
+    return package
+
+
+def test_shipped_modules_are_what_the_entry_imports_transitively(tmp_path):
+    package = fake_grader(tmp_path, {
+        "public.py": "from grader import render\n",
+        "render.py": "def table():\n    from grader.sandbox.limits import Limits\n",  # inside a function too
+        "sandbox/__init__.py": "", "sandbox/limits.py": "import torch\n", "api.py": "from reference import x\n",
+    })
+    shipped = {path.relative_to(package).as_posix() for path in student_modules(package)}
+    assert shipped == {"public.py", "render.py", "sandbox/__init__.py", "sandbox/limits.py"}
+
+
+@pytest.mark.parametrize("leak", [
+    "from reference import as_submission",
+    "import reference.hidden.a03.conftest",
+    "from grader.assignment import Assignment, REFERENCE_DIR",
+    "from grader.api import grade",  # grader.api locates the reference
+])
+def test_a_module_that_needs_the_reference_stops_the_release(tmp_path, leak):
+    package = fake_grader(tmp_path, {
+        "public.py": "from grader import helper\n",
+        "helper.py": f"def later():\n    {leak}\n",
+        "api.py": "from grader.assignment import REFERENCE_DIR\n",
+    })
+    with pytest.raises(ReleaseError, match=r"helper\.py|api\.py"):
+        student_modules(package)
+
+
+def test_a_public_test_counts_for_the_part_its_name_starts_with():
+    assert part_of("test_mha.py::test_combine_heads_inverts_split_heads",
+                   ("split_heads", "combine_heads")) == "combine_heads"
+    assert part_of("test_masks.py::test_causal_self_attention_shape",
+                   ("causal_mask", "CausalSelfAttention")) == "CausalSelfAttention"
+    assert part_of("test_masks.py::test_causal_maskless", ("causal_mask",)) == OTHER_PART
+
+
+def test_every_public_test_of_the_course_counts_for_a_part():
+    for toml in sorted(ASSIGNMENTS.glob("*/assignment.toml")):
+        assignment = Assignment.load(toml.parent)
+        names = [name for path in assignment.directory.glob("test_*.py")
+                 for name in re.findall(r"^def (test_\w+)", path.read_text(encoding="utf-8"), re.MULTILINE)]
+        assert names
+        unclaimed = [name for name in names if part_of(f"test.py::{name}", assignment.parts) == OTHER_PART]
+        assert unclaimed == [], assignment.id
+
+
+# ---- the student's grader, from the unpacked zip, without the reference ---------------------
+
+
+def student_python(bundle: Path, *args: str) -> subprocess.CompletedProcess:
+    """Python as in a student's environment: -S skips site processing, so the editable
+    install that makes `reference` importable here is not loaded; the bundle and this
+    environment's packages (torch, pytest, rich) are on the path."""
+    path = os.pathsep.join([str(bundle), sysconfig.get_paths()["purelib"]])
+    return subprocess.run([sys.executable, "-S", *args], capture_output=True, text=True, cwd=bundle, timeout=300,
+                          env={"PYTHONPATH": path, "COLUMNS": "150", "PATH": os.environ.get("PATH", "/usr/bin:/bin")})
+
+
+@pytest.fixture
+def student_copy(unpacked, tmp_path) -> Path:
+    return shutil.copytree(unpacked, tmp_path / "03")
+
+
+@pytest.mark.slow
+def test_bundle_grader_imports_without_the_reference(unpacked):
+    assert "No module named 'reference'" in student_python(unpacked, "-c", "import reference").stderr
+    modules = [f"grader.{path.stem}" for path in (unpacked / "grader").glob("*.py") if path.stem != "__init__"]
+    imported = student_python(unpacked, "-c", f"import sys, {', '.join(modules)}; print(sorted(sys.modules))")
+    assert imported.returncode == 0, imported.stderr
+    assert "grader.public" in imported.stdout and "reference" not in imported.stdout
+    assert "'torch'" not in imported.stdout  # the student's code and torch run in pytest's process only
+
+
+@pytest.mark.slow
+def test_student_grade_of_the_stub_fails_every_public_test(unpacked):
+    result = student_python(unpacked, "-m", "grader.public", HANDOUT)
+    assert result.returncode == 0, result.stderr
+    assert re.search(r"total\s*│\s*0 / 6", result.stdout), result.stdout
+    assert "not implemented" in result.stdout and HIDDEN_NOTE in result.stdout
+
+
+@pytest.mark.slow
+def test_student_grade_of_the_reference_passes_every_public_test(student_copy):
+    (student_copy / HANDOUT / "mha.py").write_text(as_submission("multihead"), encoding="utf-8")
+    result = student_python(student_copy, "-m", "grader.public", HANDOUT, "-v")
+    assert result.returncode == 0, result.stderr
+    for part, score in (("split_heads", "3 / 3"), ("combine_heads", "1 / 1"), ("MultiHeadAttention", "2 / 2"),
+                        ("total", "6 / 6")):
+        assert re.search(rf"{part}\s*│\s*{score}", result.stdout), result.stdout
+    assert HIDDEN_NOTE in result.stdout
+
+
+@pytest.mark.slow
+def test_student_grade_tests_the_notebook_when_it_holds_the_work(student_copy):
+    # The stub mha.py stays in the folder the tests run from: the notebook must still be what they import.
+    (student_copy / HANDOUT / "mha.ipynb").write_text(notebook_text(as_submission("multihead")), encoding="utf-8")
+    result = student_python(student_copy, "-m", "grader.public", HANDOUT)
+    assert result.returncode == 0, result.stderr
+    assert "mha.ipynb" in result.stdout and re.search(r"total\s*│\s*6 / 6", result.stdout), result.stdout
+
+
+@pytest.mark.slow
+def test_public_report_tells_a_failed_check_from_an_error_and_hints_at_the_error(tmp_path):
+    source = mutant(as_submission("multihead"), "x.view(batch, length, num_heads, d_k).transpose(1, 2)",
+                    "x.view(batch, num_heads, length, d_k)")  # heads mixed, shape right
+    source = mutant(source, ".transpose(1, 2).contiguous().view(", ".transpose(1, 2).view(")
+    submission = tmp_path / "mha.py"
+    submission.write_text(source, encoding="utf-8")
+    report = grade_public(ASSIGNMENT_03, submission)
+    parts = {part.id: part for part in report.parts}
+    assert report.status == "graded" and (parts["split_heads"].score, parts["split_heads"].max_score) == (2, 3)
+    failed = next(test for test in parts["split_heads"].tests if test.outcome != "passed")
+    assert failed.outcome == "failed" and failed.message.startswith("assert") and failed.hint is None
+    assert parts["combine_heads"].score == 0 and ".contiguous()" in parts["combine_heads"].hint
+    assert parts["combine_heads"].tests[0].outcome == "error"
+
+
+@pytest.mark.slow
+def test_a_module_that_raises_on_import_is_not_gradable_and_says_why(tmp_path):
+    submission = tmp_path / "mha.py"
+    submission.write_text("import torch\n\nscale = 1 / 0\n", encoding="utf-8")
+    report = grade_public(ASSIGNMENT_03, submission)
+    assert report.status == "ungradable" and "ZeroDivisionError: division by zero" in report.error
