@@ -1,12 +1,12 @@
-"""Assignment 03 end to end: reference, stubs, each named mistake, hostile submissions.
+"""Assignment 03 end to end: reference, stubs, each named mistake, unusable files.
 
 Buggy submissions are the reference with one edit (a mutant), so each differs from a
-correct solution in exactly the way its name says, and none is a hand-kept copy.
+correct solution in exactly the way its name says, and none is a hand-kept copy. Hostile
+submissions are in test_adversarial.py.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
 
 import pytest
 
@@ -14,7 +14,7 @@ from grader import hints
 from grader.report import Status
 from reference import as_submission
 from reference.hidden.a03 import variants
-from tests.conftest import TEST_LIMITS, assert_mistake_named, assert_valid, mutant, notebook_text, part
+from tests.conftest import assert_mistake_named, assert_valid, mutant, part
 
 pytestmark = pytest.mark.slow
 PARTS = ("split_heads", "combine_heads", "MultiHeadAttention")
@@ -62,55 +62,6 @@ def test_mistake_loses_points_in_its_part_with_its_hint(grade_source, name):
     assert_mistake_named(report, expected_hints, name)
 
 
-def test_sys_exit_at_import_earns_nothing_and_is_explained(grade_source):
-    report = grade_source("import sys\nsys.exit(0)\n" + REFERENCE)
-    assert_valid(report)
-    assert report.status == Status.GRADED and report.score == 0
-    assert any("sys.exit(0)" in note for note in report.notes)
-    assert all(p.hint == hints.NOT_FOUND for p in report.parts)
-
-
-def test_patched_allclose_and_equality_earn_nothing(grade_source):
-    forging = (
-        "import torch\n"
-        "torch.allclose = lambda *a, **k: True\n"
-        "torch.equal = lambda *a, **k: True\n"
-        "torch.Tensor.__eq__ = lambda *a, **k: True\n"
-        "def split_heads(x, num_heads):\n    return torch.zeros(1)\n"
-        "def combine_heads(x):\n    return x\n"
-    )
-    report = grade_source(forging)
-    assert report.score == 0
-    assert part(report, "split_heads").tests[0].outcome == "failed"
-
-
-def test_endless_loop_at_import_is_skipped_and_the_rest_graded(grade_source):
-    cells = ["while True:\n    pass\n", REFERENCE]
-    report = grade_source(notebook_text(*cells), suffix=".ipynb")
-    assert report.score == report.max_score
-    assert any("cell 2" in note and "time limit" in note for note in report.notes)
-
-
-# Only test_split_heads_edge_sizes asks for 6 heads, so only that test meets the fault.
-SIX_HEADS_FAULT = "    batch, length, d_model = x.shape\n"
-
-
-def test_endless_loop_in_a_call_times_out_that_test_only(grade_source):
-    source = mutant(REFERENCE, SIX_HEADS_FAULT, SIX_HEADS_FAULT + "    while num_heads == 6:\n        pass\n")
-    report = grade_source(source, limits=replace(TEST_LIMITS, call_timeout_s=1.0))
-    failing = [t for p in report.parts for t in p.tests if t.outcome != "passed"]
-    assert [(t.name, t.outcome) for t in failing] == [("test_split_heads_edge_sizes[shape2-6]", "timeout")]
-    assert "time limit of 1 s exceeded" in failing[0].message
-
-
-def test_os_exit_inside_a_call_ends_that_test_and_the_next_get_a_new_process(grade_source):
-    source = mutant(REFERENCE, SIX_HEADS_FAULT, SIX_HEADS_FAULT + "    if num_heads == 6:\n        import os; os._exit(7)\n")
-    report = grade_source(source)
-    failing = [t for p in report.parts for t in p.tests if t.outcome != "passed"]
-    assert [(t.name, t.outcome) for t in failing] == [("test_split_heads_edge_sizes[shape2-6]", "error")]
-    assert "exit code 7" in failing[0].message
-
-
 @pytest.mark.parametrize("content, suffix, error", [
     (b"", ".py", "empty"),
     (b"\x00\x01binary", ".py", "binary"),
@@ -141,16 +92,3 @@ def test_what_the_submission_prints_is_in_the_report(grade_source):
     report = grade_source('print("hello from the student")\n' + REFERENCE)
     assert report.output.startswith("hello from the student\n")
     assert report.score == report.max_score
-
-
-def test_killing_the_graders_process_is_the_students_doing_not_a_grader_error(grade_source):
-    source = mutant(REFERENCE, "    batch, num_heads, length, d_k = x.shape\n",
-                    "    batch, num_heads, length, d_k = x.shape\n"
-                    "    import os, signal; os.kill(os.getppid(), signal.SIGKILL)\n")
-    report = grade_source(source)
-    assert_valid(report)
-    assert report.status == Status.GRADED and report.error is None
-    # Answers the child gave before it died count (how many is a race); nothing runs after.
-    assert report.score < report.max_score
-    assert any("killed the grader's process" in note for note in report.notes)
-    assert all("internal grader error" not in t.message for p in report.parts for t in p.tests)

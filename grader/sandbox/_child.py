@@ -12,6 +12,7 @@ give the student clear messages, not to protect the grader.
 
 from __future__ import annotations
 
+import ctypes
 import fcntl
 import io
 import os
@@ -98,8 +99,7 @@ def _confine(limits: Limits, scratch: Path, device: str, hidden_paths: tuple[str
         scratch = Path(namespaces.enter(limits.scratch_bytes, limits.scratch_files, hidden_paths))
     env = {key: os.environ[key] for key in _KEPT_ENV if key in os.environ}
     env.update(HOME=str(scratch), TMPDIR=str(scratch), MPLBACKEND="Agg", OMP_NUM_THREADS=str(limits.threads))
-    os.environ.clear()
-    os.environ.update(env)
+    _replace_environment(env)
     if isolation.landlock:
         landlock.restrict(str(scratch))  # from here on, the grader's files cannot be opened
     if device.startswith("cuda"):
@@ -110,6 +110,18 @@ def _confine(limits: Limits, scratch: Path, device: str, hidden_paths: tuple[str
         resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
     # Last: the relay and init above close descriptors up to this limit (the socket is at 512).
     resource.setrlimit(resource.RLIMIT_NOFILE, (limits.open_files, limits.open_files))
+
+
+def _replace_environment(env: dict[str, str]) -> None:
+    """The student's process sees only ``env``. A fork also keeps the grader's environment
+    in the block the kernel wrote at the grader's exec (``/proc/self/environ``), which is
+    zeroed here, and in freed memory, which cannot be: the grader's environment must hold
+    no secret."""
+    os.environ.clear()  # also posix.environ (the same dict), and unsetenv for each variable,
+    os.environ.update(env)  # so nothing points into the original block any more
+    fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+    env_start, env_end = int(fields[47]), int(fields[48])  # fields 50 and 51 of proc_pid_stat(5)
+    ctypes.memset(env_start, 0, env_end - env_start)
 
 
 def _hide_imports(hidden_paths: tuple[str, ...]) -> None:

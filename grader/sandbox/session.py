@@ -241,7 +241,10 @@ class StudentSession:
                         running, deadline = index, time.monotonic() + self.limits.cell_timeout_s
                         self._printed_through = max(self._printed_through, index)
                     elif kind == "cell_error":
-                        self._note(f"{self._where(index)} raised {event.get('type')}: {str(event.get('message'))[:300]}")
+                        message = str(event.get("message"))[:300]
+                        if event.get("memory") is True:
+                            message = f"{self.limits.describe_memory()} ({message})"
+                        self._note(f"{self._where(index)} raised {event.get('type')}: {message}")
                         running, deadline = None, None
                     elif kind == "cell_done":
                         running, deadline = None, None
