@@ -51,8 +51,8 @@ def _add_limit_options(parser: argparse.ArgumentParser) -> None:
                         help="memory limit of the student's code (default 4)")
     parser.add_argument("--sandbox", choices=("strict", "basic", "off"), default="basic",
                         help="isolation beyond the child process: basic uses what this machine offers and warns "
-                             "about the rest; strict refuses to grade without all of them (Landlock, namespaces, a pids "
-                             "cgroup); off uses none")
+                             "about the rest; strict refuses to grade without all of them (namespaces, a pids cgroup, "
+                             "seccomp, Landlock); off uses none")
 
 
 def _limits(args: argparse.Namespace):

@@ -14,7 +14,7 @@ import torch
 
 import reference
 from grader.ingest import Cell, Program
-from grader.sandbox import cgroups, isolation, landlock, namespaces
+from grader.sandbox import cgroups, isolation, landlock, namespaces, seccomp
 from grader.sandbox.limits import Limits
 from grader.sandbox.session import (
     StudentCrashed,
@@ -391,3 +391,25 @@ def test_strict_names_a_missing_pids_cgroup(monkeypatch):
         isolation.choose("strict", reference.PACKAGE_DIR)
     with pytest.warns(isolation.SandboxWarning, match="fork bombs"):
         assert "pids-cgroup" not in isolation.choose("basic", reference.PACKAGE_DIR).layers()
+
+
+@pytest.mark.skipif(not seccomp.available(), reason="no seccomp filter here")
+def test_seccomp_refuses_what_a_submission_never_needs_and_allows_the_rest(session_for):
+    session = session_for("import ctypes, os, torch\n"
+                          "libc = ctypes.CDLL(None, use_errno=True)\n"
+                          "def attempt(number, *args):\n"
+                          "    if libc.syscall(number, *args) == -1:\n        return os.strerror(ctypes.get_errno())\n"
+                          "    return 'allowed'\n"
+                          "def ordinary():\n"
+                          "    pid = os.fork()\n"
+                          "    if pid == 0:\n        os._exit(0)\n"
+                          "    os.waitpid(pid, 0)\n"
+                          "    return float(torch.randn(64, 64).softmax(-1).sum())\n",
+                          layers=isolation.Isolation(landlock=False, namespaces=False, seccomp=True))
+    unshare_user, ptrace_traceme, io_uring_setup = (272, 0x10000000), (101, 0), (425, 1, 0)
+    for call in (unshare_user, ptrace_traceme, io_uring_setup, (0x40000000 | 39,)):  # the last: x32 getpid
+        assert session.call("attempt", *call) == "Operation not permitted", call
+    assert session.call("ordinary") == pytest.approx(64.0)
+    unfiltered = session_for("import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+                             "def attempt(number, *args):\n    return libc.syscall(number, *args)\n", sandbox="off")
+    assert unfiltered.call("attempt", *unshare_user) == 0  # what the filter prevents, as root

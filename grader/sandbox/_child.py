@@ -28,7 +28,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from grader.ingest import Program
-from grader.sandbox import landlock, namespaces, protocol
+from grader.sandbox import landlock, namespaces, protocol, seccomp
 from grader.sandbox.isolation import Isolation
 from grader.sandbox.limits import Limits, die_with_parent
 from grader.sandbox.protocol import Handle, Status
@@ -102,6 +102,8 @@ def _confine(limits: Limits, scratch: Path, device: str, hidden_paths: tuple[str
     _replace_environment(env)
     if isolation.landlock:
         landlock.restrict(str(scratch))  # from here on, the grader's files cannot be opened
+    if isolation.seccomp:
+        seccomp.restrict()  # tracing, mounting, BPF, io_uring... fail with EPERM
     if device.startswith("cuda"):
         # RLIMIT_AS breaks CUDA's large virtual mappings; cap the GPU allocator instead.
         total = torch.cuda.get_device_properties(device).total_memory

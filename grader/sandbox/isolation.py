@@ -17,7 +17,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.sandbox import cgroups, landlock, namespaces
+from grader.sandbox import cgroups, landlock, namespaces, seccomp
 
 MODES = ("strict", "basic", "off")
 BASE_LAYERS = ["fork-per-submission", "own-process-group", "rlimits", "scratch-dir", "scrubbed-env",
@@ -42,6 +42,7 @@ class Isolation:
     landlock: bool
     namespaces: bool
     pids_cgroup: bool = False
+    seccomp: bool = False
     landlock_note: str = ""  # why Landlock does not protect the reference, if it does not
 
     def layers(self) -> list[str]:
@@ -51,6 +52,8 @@ class Isolation:
             names += NAMESPACE_LAYERS
         if self.pids_cgroup:
             names.append("pids-cgroup")
+        if self.seccomp:
+            names.append("seccomp")
         if self.landlock:
             names.append(f"landlock ({self.landlock_note})" if self.landlock_note else "landlock")
         return names
@@ -78,9 +81,13 @@ def choose(mode: str, protected: Path) -> Isolation:
     has_pids_cgroup = cgroups.available()
     if not has_pids_cgroup:
         missing.append("a pids cgroup, which stops fork bombs (needs a writable pids controller)")
+    has_seccomp = seccomp.available()
+    if not has_seccomp:
+        missing.append("seccomp (needs x86-64 Linux with seccomp filters)")
     if missing and mode == "strict":
         raise SandboxUnavailable("--sandbox strict: missing " + "; ".join(missing))
     if missing:
         warnings.warn("sandbox layers missing here, grading with the others: " + "; ".join(missing),
                       SandboxWarning, stacklevel=2)
-    return Isolation(landlock=has_landlock, namespaces=has_namespaces, pids_cgroup=has_pids_cgroup, landlock_note=note)
+    return Isolation(landlock=has_landlock, namespaces=has_namespaces, pids_cgroup=has_pids_cgroup,
+                     seccomp=has_seccomp, landlock_note=note)
