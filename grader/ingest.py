@@ -8,9 +8,11 @@ that cannot run is dropped with a note, and the other cells still run.
 from __future__ import annotations
 
 import ast
+import codecs
 import io
 import json
 import re
+import stat
 import tokenize
 import warnings
 from dataclasses import dataclass, field
@@ -58,13 +60,26 @@ def load_submission(path: Path) -> Program:
 
 
 def _read_bytes(path: Path, limit: int) -> bytes:
-    size = path.stat().st_size
-    if size > limit:
-        raise Ungradable(f"the file is too large ({size} bytes; the limit is {limit})")
+    info = path.stat()
+    if not stat.S_ISREG(info.st_mode):  # a FIFO would block and /dev/zero never ends
+        raise Ungradable(f"{path.name} is not a regular file")
+    if info.st_size > limit:
+        raise Ungradable(f"the file is too large ({info.st_size} bytes; the limit is {limit})")
     data = path.read_bytes()
+    if _is_utf16_or_32(data[:8192]):
+        raise Ungradable("the file is saved as UTF-16 or UTF-32 text: save it as UTF-8 and submit it again")
     if b"\x00" in data[:8192]:
         raise Ungradable("the file is binary, not Python source or a notebook")
     return data
+
+
+def _is_utf16_or_32(head: bytes) -> bool:
+    """A UTF-16/32 byte-order mark, or UTF-16 of Latin-1 text without one (every other byte NUL)."""
+    if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE, codecs.BOM_UTF32_BE)):
+        return True
+    even, odd = head[0::2], head[1::2]
+    return len(head) >= 4 and any(b"\x00" not in text and not zeros.strip(b"\x00")
+                                  for text, zeros in ((even, odd), (odd, even)))
 
 
 def decode_text(data: bytes) -> str:
@@ -87,10 +102,14 @@ def _module_program(source: str, name: str) -> Program:
 def syntax_error(source: str) -> str | None:
     """A one-line description of why ``source`` does not parse, or None if it does."""
     try:
-        ast.parse(source)
+        with warnings.catch_warnings():  # "invalid escape sequence" and the like: not the grader's to print
+            warnings.simplefilter("ignore")
+            ast.parse(source)
     except SyntaxError as exc:
         return f"line {exc.lineno}: {exc.msg}" if exc.lineno else exc.msg
-    except (ValueError, RecursionError, MemoryError) as exc:
+    except (RecursionError, MemoryError):  # the parser's own limits; MemoryError comes without a message
+        return "the code is nested too deeply (or one expression is too long) for Python's parser"
+    except ValueError as exc:
         return f"{type(exc).__name__}: {exc}"
     return None
 
@@ -102,14 +121,22 @@ def _notebook_program(text: str) -> Program:
     cells = read_notebook_cells(text)
     notes: list[str] = []
     program_cells: list[Cell] = []
+    code_size = 0  # parsing is slow (~4 MiB in 20 s) and runs in the grader: the same budget as a .py file
     for number, cell in enumerate(cells, start=1):
         label = f"cell {number}"
         if cell.get("cell_type") != "code":
             continue
-        if SKIP_TAG in (cell.get("metadata", {}).get("tags") or []):
+        metadata = cell.get("metadata")
+        tags = metadata.get("tags") if isinstance(metadata, dict) else None
+        if isinstance(tags, list) and SKIP_TAG in tags:  # a string of tags would match substrings
             notes.append(f"{label} is tagged {SKIP_TAG!r}; not run")
             continue
-        source, why_not = strip_magics(cell_source(cell))
+        source = cell_source(cell)
+        code_size += len(source)
+        if code_size > MAX_SOURCE_BYTES:
+            raise Ungradable(f"the notebook has too much code (over {MAX_SOURCE_BYTES} characters; the limit is "
+                             "the same as for a .py file)")
+        source, why_not = strip_magics(source)
         if why_not:
             notes.append(f"{label} {why_not}; not run")
             continue
@@ -139,12 +166,17 @@ def read_notebook_cells(text: str) -> list[dict]:
         raise Ungradable(f"the notebook is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
     except RecursionError:
         raise Ungradable("the notebook is not valid JSON (nested too deeply)") from None
+    except ValueError as exc:  # valid JSON that Python will not convert: an integer of over 4300 digits
+        raise Ungradable(f"the notebook cannot be read ({str(exc).split(':')[0]})") from None
     try:
         with warnings.catch_warnings():  # e.g. cells without ids: nbformat fixes them, the student need not hear
             warnings.simplefilter("ignore")
             notebook = nbformat.reads(text, as_version=4, capture_validation_error={})
-    except Exception as exc:  # nbformat raises many types for malformed notebooks
-        raise Ungradable(f"the file is JSON but not a Jupyter notebook ({type(exc).__name__}: {exc})") from None
+    except RecursionError:
+        raise Ungradable("the notebook is nested too deeply to read") from None
+    except Exception as exc:  # nbformat raises many types for malformed notebooks, some without a message
+        why = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        raise Ungradable(f"the file is JSON but not a Jupyter notebook ({why})") from None
     cells = notebook.get("cells") if isinstance(notebook, dict) else None
     if not isinstance(cells, list):
         raise Ungradable("the file is JSON but not a Jupyter notebook (no list of cells)")
