@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import os
+import stat
 import time
 from dataclasses import dataclass
 from importlib import metadata
@@ -150,9 +152,13 @@ def failed_report(assignment: Assignment, submission: str, device: str, error: s
 
 
 def file_sha256(path: Path) -> str:
-    """The content hash batch grading uses to tell a changed submission; "" if unreadable."""
+    """The content hash batch grading uses to tell a changed submission; "" if unreadable,
+    or not a regular file (a FIFO would block, /dev/zero never ends)."""
     try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
+        with open(path, "rb", opener=lambda name, flags: os.open(name, flags | os.O_NONBLOCK)) as file:
+            if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+                return ""
+            return hashlib.file_digest(file, "sha256").hexdigest()
     except OSError:
         return ""
 

@@ -17,10 +17,10 @@ import ast
 import json
 import re
 import shutil
-import zipfile
 from importlib import metadata
 from pathlib import Path
 
+from grader.archive import REGULAR, write_zip
 from grader.assignment import REFERENCE_LOCATORS, Assignment
 from grader.handout import notebook_is_current
 
@@ -37,7 +37,6 @@ STUDENT_INIT = '''"""The course grader, student edition (made by `grade release`
 tests, and your grade, run on submission.
 """
 '''
-_ZIP_DATE = (1980, 1, 1, 0, 0, 0)  # fixed, so the same handout gives the same zip
 
 
 class ReleaseError(Exception):
@@ -198,8 +197,6 @@ def _requirement_name(requirement: str) -> str:
 
 
 def _write_zip(folder: Path, archive: Path) -> None:
-    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zipped:
-        for path in sorted(path for path in folder.rglob("*") if path.is_file()):
-            info = zipfile.ZipInfo(f"{folder.name}/{path.relative_to(folder).as_posix()}", _ZIP_DATE)
-            info.compress_type = zipfile.ZIP_DEFLATED
-            zipped.writestr(info, path.read_bytes())
+    files = sorted(path for path in folder.rglob("*") if path.is_file())
+    write_zip(archive, {f"{folder.name}/{path.relative_to(folder).as_posix()}": (path.read_bytes(), REGULAR)
+                        for path in files})

@@ -413,3 +413,17 @@ def test_rich_markup_in_student_messages_is_shown_as_text(tmp_path, capsys):
     code = grade_cli([str(ASSIGNMENT_03), "--submission", str(submission), "--device", "cpu", "-v"])
     assert code == 0
     assert "[/] [bold red]" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("kind", ["fifo", "endless device"])
+def test_a_submission_that_is_not_a_regular_file_is_ungradable_not_a_hang(tmp_path, kind):
+    from grader.api import grade
+
+    path = tmp_path / "mha.py"
+    if kind == "fifo":
+        os.mkfifo(path)  # reading it would block for ever
+    else:
+        path.symlink_to("/dev/zero")  # reading it would never end
+    report = grade(ASSIGNMENT_03, path, device="cpu", limits=TEST_LIMITS)
+    assert_valid(report)
+    assert report.status == Status.UNGRADABLE and "not a regular file" in report.error

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import json
 import shlex
-import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from grader.archive import EXECUTABLE, REGULAR, write_zip
 from grader.assignment import Assignment, reference_dir
 from grader.export import TORCH_CPU_INDEX, TORCH_VERSION, ExportError
 from grader.export.feedback import grader_failed
@@ -22,9 +22,6 @@ from grader.export.gradescope import RESULTS, failure_results
 
 GRADER_DIR = Path(__file__).resolve().parents[1]
 PROJECT_FILES = ("pyproject.toml", "README.md")
-EXECUTABLE, REGULAR = 0o755, 0o644
-# Fixed timestamps: the same source gives the same zip, so a rebuild shows whether anything changed.
-ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
 
 
 def setup_script() -> str:
@@ -104,14 +101,5 @@ def build_autograder(assignment_dir: str | Path, out: Path) -> None:
             entries[path.relative_to(project).as_posix()] = (path.read_bytes(), REGULAR)
     for path in source_files(assignment.directory):
         entries[f"{bundled}/{path.relative_to(assignment.directory).as_posix()}"] = (path.read_bytes(), REGULAR)
-    _write_zip(out, entries)
+    write_zip(out, entries)
 
-
-def _write_zip(out: Path, entries: dict[str, tuple[bytes, int]]) -> None:
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with zipfile.ZipFile(out, "w") as archive:
-        for name, (data, mode) in entries.items():
-            info = zipfile.ZipInfo(name, ZIP_EPOCH)
-            info.external_attr = (0o100000 | mode) << 16  # a regular file with these permissions
-            info.compress_type = zipfile.ZIP_DEFLATED
-            archive.writestr(info, data)
