@@ -69,6 +69,22 @@ def available() -> bool:
     return _parent() is not None
 
 
+def wait_for_room(needed: int, wait_s: float = 2.0) -> None:
+    """Return once this process's pids cgroup can take ``needed`` more tasks, or after
+    ``wait_s``. A killed predecessor's processes may still be dying; their number only
+    goes down. Returns at once outside a limited pids cgroup."""
+    own = _own_pids_directory()
+    deadline = time.monotonic() + wait_s
+    while own is not None:
+        maximum = _read(own / "pids.max").strip()
+        current = _read(own / "pids.current").strip()
+        if not (maximum.isdigit() and current.isdigit()) or int(current) + needed <= int(maximum):
+            return
+        if time.monotonic() >= deadline:
+            return
+        time.sleep(0.01)
+
+
 class PidsCgroup:
     """One submission's cgroup. Created and removed by the trusted side."""
 

@@ -30,6 +30,7 @@ import os
 import signal
 import struct
 
+from grader.sandbox import cgroups
 from grader.sandbox.limits import die_with_parent, fork_when_room
 
 CLONE_NEWNS, CLONE_NEWNET, CLONE_NEWPID = 0x00020000, 0x40000000, 0x20000000
@@ -100,12 +101,8 @@ def enter(scratch_bytes: int, scratch_files: int, hidden_paths: tuple[str, ...])
     """Continue this process's work inside new namespaces; returns there only, in the
     student's process, with the scratch directory as that process sees it."""
     # A failed first fork into a new PID namespace breaks it for good (every later fork
-    # gets ENOMEM), so first make sure the pids cgroup has room: a killed predecessor's
-    # processes may still be dying, and their number only goes down.
-    probe = fork_when_room()
-    if probe == 0:
-        os._exit(0)
-    os.waitpid(probe, 0)
+    # gets ENOMEM), so first make sure the pids cgroup has room for init and the student.
+    cgroups.wait_for_room(2)
     status_read, status_write = os.pipe()
     _unshare()
     if fork_when_room():
