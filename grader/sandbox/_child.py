@@ -96,7 +96,7 @@ def _confine(limits: Limits, scratch: Path, device: str, hidden_paths: tuple[str
     if isolation.namespaces:
         # From here on: no network, no other processes in sight, a read-only filesystem with
         # a size-capped scratch tmpfs, no capabilities. Whatever the student starts dies with us.
-        scratch = Path(namespaces.enter(limits.scratch_bytes, limits.scratch_files, hidden_paths))
+        namespaces.enter(str(scratch), limits.scratch_bytes, limits.scratch_files, hidden_paths)
     env = {key: os.environ[key] for key in _KEPT_ENV if key in os.environ}
     env.update(HOME=str(scratch), TMPDIR=str(scratch), MPLBACKEND="Agg", OMP_NUM_THREADS=str(limits.threads))
     _replace_environment(env)

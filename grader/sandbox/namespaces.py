@@ -9,8 +9,10 @@
   namespace, including those that called ``setsid()`` to leave the process group;
 - **mount**: a fresh ``/proc`` that lists only the namespace's processes (so neither the
   grader's memory nor its environment is one path away); the whole filesystem read-only;
-  a size-capped tmpfs on ``/tmp`` as the only writable place (the disk cap); and an
-  empty, unreadable tmpfs over each hidden path (the reference), whatever else protects it.
+  a size-capped tmpfs over its scratch directory as the only writable place (the disk
+  cap); and an empty, unreadable tmpfs over each hidden path (the reference), whatever
+  else protects it. Nothing else is covered: the Python installation, wherever it lives
+  (a checkout under /tmp included), stays readable.
 
 Then the process drops every capability: still uid 0 to the kernel (the Python
 installation may live in a directory only root can read), but unable to mount, unmount,
@@ -29,6 +31,7 @@ import functools
 import os
 import signal
 import struct
+import tempfile
 
 from grader.sandbox import cgroups
 from grader.sandbox.limits import die_with_parent, fork_when_room
@@ -38,7 +41,6 @@ _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REC, _MS_PRIVATE = 1, 2, 4, 8
 _SYS_MOUNT_SETATTR, _AT_RECURSIVE, _MOUNT_ATTR_RDONLY = 442, 0x8000, 0x1
 _PR_CAPBSET_DROP, _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 24, 47, 4
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
-SCRATCH = "/tmp"  # the student's writable directory, as the student's process sees it
 _STATUS = struct.Struct("i")
 
 
@@ -73,13 +75,12 @@ def _read_only_root() -> None:
                            ctypes.sizeof(attr)), "mount_setattr /")
 
 
-def _build_view(scratch_bytes: int, scratch_files: int, hidden_paths: tuple[str, ...]) -> None:
+def _build_view(scratch: str, scratch_bytes: int, scratch_files: int, hidden_paths: tuple[str, ...]) -> None:
     """The student's filesystem. Runs in init, the first process of the new PID namespace,
     so the fresh /proc shows that namespace."""
     _read_only_root()
     _mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
-    _mount("scratch", SCRATCH, "tmpfs", _MS_NOSUID | _MS_NODEV,
-           f"size={scratch_bytes},nr_inodes={scratch_files},mode=1777")
+    _mount("scratch", scratch, "tmpfs", _MS_NOSUID | _MS_NODEV, f"size={scratch_bytes},nr_inodes={scratch_files},mode=700")
     for path in hidden_paths:
         if os.path.isdir(path):
             _mount("hidden", path, "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, "size=4k,mode=000")
@@ -97,9 +98,9 @@ def drop_capabilities() -> None:
     _check(libc.capset(header, data), "capset")
 
 
-def enter(scratch_bytes: int, scratch_files: int, hidden_paths: tuple[str, ...]) -> str:
+def enter(scratch: str, scratch_bytes: int, scratch_files: int, hidden_paths: tuple[str, ...]) -> None:
     """Continue this process's work inside new namespaces; returns there only, in the
-    student's process, with the scratch directory as that process sees it."""
+    student's process, with a fresh tmpfs as ``scratch`` and as its working directory."""
     # A failed first fork into a new PID namespace breaks it for good (every later fork
     # gets ENOMEM), so first make sure the pids cgroup has room for init and the student.
     cgroups.wait_for_room(2)
@@ -110,15 +111,14 @@ def enter(scratch_bytes: int, scratch_files: int, hidden_paths: tuple[str, ...])
         _relay(status_read)
     os.close(status_read)
     die_with_parent()
-    _build_view(scratch_bytes, scratch_files, hidden_paths)
+    _build_view(scratch, scratch_bytes, scratch_files, hidden_paths)
     student = fork_when_room()
     if student:
         _init(student, status_write)
     os.close(status_write)
     die_with_parent()
     drop_capabilities()
-    os.chdir(SCRATCH)
-    return SCRATCH
+    os.chdir(scratch)  # the tmpfs, not the directory it covers
 
 
 def _close_all_but(keep: int) -> None:
@@ -168,20 +168,24 @@ def _relay(status_read: int) -> None:
 def namespaces_available() -> bool:
     """Whether a child of this process can build the student's namespaces (probed, in full,
     in a throwaway fork)."""
-    pid = os.fork()
-    if pid == 0:
-        try:
-            _unshare()
-            if os.fork() == 0:
-                try:
-                    _build_view(2**20, 64, ())
-                    drop_capabilities()
-                except BaseException:
-                    os._exit(1)
-                os._exit(0)
-            _, status = os.waitpid(-1, 0)
-            os._exit(os.waitstatus_to_exitcode(status))
-        except BaseException:
-            os._exit(1)
-    _, status = os.waitpid(pid, 0)
+    scratch = tempfile.mkdtemp(prefix="namespaces-probe-")
+    try:
+        pid = os.fork()
+        if pid == 0:
+            try:
+                _unshare()
+                if os.fork() == 0:
+                    try:
+                        _build_view(scratch, 2**20, 64, ())
+                        drop_capabilities()
+                    except BaseException:
+                        os._exit(1)
+                    os._exit(0)
+                _, status = os.waitpid(-1, 0)
+                os._exit(os.waitstatus_to_exitcode(status))
+            except BaseException:
+                os._exit(1)
+        _, status = os.waitpid(pid, 0)
+    finally:
+        os.rmdir(scratch)
     return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
