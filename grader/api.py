@@ -22,8 +22,7 @@ import torch
 from grader import scoring
 from grader.assignment import REFERENCE_DIR, Assignment
 from grader.ingest import Program, Ungradable, load_submission
-from grader.plugin import Outcome
-from grader.report import GradeReport, Status, TestResult
+from grader.report import GradeReport, Outcome, Status, TestResult
 from grader.runner import ForkedRun, SuiteError, run_suite
 from grader.sandbox.isolation import choose
 from grader.sandbox.limits import Limits

@@ -15,6 +15,7 @@ import torch
 
 from grader import hints
 from grader.checks import CheckFailed
+from grader.report import Outcome
 from grader.sandbox.session import (
     StudentCrashed,
     StudentException,
@@ -24,15 +25,6 @@ from grader.sandbox.session import (
 )
 
 PART_MARKER = "part"
-
-
-class Outcome:
-    PASSED = "passed"
-    FAILED = "failed"
-    ERROR = "error"
-    TIMEOUT = "timeout"
-    SKIPPED = "skipped"  # not counted: e.g. a CUDA-only test when grading on the CPU
-
 
 def classify(exc: BaseException | None, part: str = "") -> dict[str, Any]:
     """Outcome, message and hint for a test of ``part`` that raised ``exc`` (None: it passed)."""

@@ -29,7 +29,8 @@ from grader import hints
 from grader.assignment import Assignment, AssignmentError
 from grader.ingest import Program, Ungradable, load_submission
 from grader.render import render_report
-from grader.report import GradeReport, PartResult, Status, TestResult
+from grader.report import GradeReport, Status, TestResult
+from grader.scoring import score_parts
 
 EXIT_OK, EXIT_GRADER_ERROR, EXIT_USAGE = 0, 1, 2  # as the full grader's (grader/cli.py)
 PUBLIC_TESTS_TIMEOUT_S = 300.0
@@ -55,7 +56,9 @@ def grade_public(assignment: Assignment | str | Path, submission: str | Path | N
     else:
         status, error, tests = _run_public_tests(assignment, program, timeout_s)
         notes = list(program.notes)
-    parts = _parts(assignment, [(part_of(test["nodeid"], assignment.parts), _test_result(test)) for test in tests])
+    results = [(part_of(test["nodeid"], assignment.parts), _test_result(test)) for test in tests]
+    part_ids = (*assignment.parts, *([OTHER_PART] if any(part == OTHER_PART for part, _ in results) else []))
+    parts = score_parts(part_ids, results)
     return GradeReport(
         assignment=assignment.id, submission=str(submission if submission is not None else path), status=status,
         error=error, score=sum(part.score for part in parts), max_score=sum(part.max_score for part in parts),
@@ -157,17 +160,6 @@ def _test_result(test: dict) -> TestResult:
     detail = message.removeprefix(f"{type_name}: ")
     hint = hints.NOT_IMPLEMENTED if type_name == "NotImplementedError" else hints.hint_for_exception(type_name, detail)
     return TestResult(name=name, outcome="error", message=message, hint=hint, score=0.0, max_score=1.0)
-
-
-def _parts(assignment: Assignment, tests: list[tuple[str, TestResult]]) -> list[PartResult]:
-    part_ids = [*assignment.parts, *([OTHER_PART] if any(part == OTHER_PART for part, _ in tests) else [])]
-    parts = []
-    for part_id in part_ids:
-        results = [result for part, result in tests if part == part_id]
-        parts.append(PartResult(id=part_id, score=sum(result.score for result in results),
-                                max_score=sum(result.max_score for result in results),
-                                hint=next((result.hint for result in results if result.hint), None), tests=results))
-    return parts
 
 
 def _printed(tests: list[dict]) -> str:

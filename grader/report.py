@@ -21,6 +21,15 @@ class Status:
     GRADER_ERROR = "grader_error"  # the grader failed; not the student's fault
 
 
+class Outcome:
+    """A test's ``outcome``."""
+    PASSED = "passed"
+    FAILED = "failed"
+    ERROR = "error"
+    TIMEOUT = "timeout"
+    SKIPPED = "skipped"  # not counted: e.g. a CUDA-only test when grading on the CPU
+
+
 class SchemaTooNewError(ValueError):
     pass
 
@@ -28,7 +37,7 @@ class SchemaTooNewError(ValueError):
 @dataclass
 class TestResult:
     name: str
-    outcome: str  # passed | failed | error | timeout
+    outcome: str  # an Outcome (passed | failed | error | timeout)
     message: str
     hint: str | None
     score: float

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from grader import hints
-from grader.plugin import Outcome
-from grader.report import PartResult, TestResult
+from grader.report import Outcome, PartResult, TestResult
 
 # When every failing test of a part says the same of these, it is the part's hint.
 _WHOLE_PART_HINTS = (hints.NOT_FOUND, hints.NOT_IMPLEMENTED)

@@ -6,8 +6,7 @@ is not ``graded`` scores 0 there: its parts' scores, if any, do not stand.
 
 from __future__ import annotations
 
-from grader.plugin import Outcome
-from grader.report import GradeReport, PartResult, Status
+from grader.report import GradeReport, Outcome, PartResult, Status
 
 
 def counts(report: GradeReport) -> bool:
