@@ -2,6 +2,10 @@
 
 The trusted grader runs hidden pytest suites against a reference; student code runs only
 in sandboxed child processes (:mod:`grader.sandbox`). Start at :func:`grader.api.grade`.
+
+The package's face is lazy (PEP 562): ``from grader import grade`` imports the engine
+(torch, pytest), while ``import grader.report`` or the zygote server's
+``import grader.sandbox._child`` import only what they use.
 """
 
 import os
@@ -10,7 +14,16 @@ import os
 # initialise it, and a process with CUDA initialised cannot hand CUDA to forked children.
 os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
 
-from grader.api import grade  # noqa: E402
-from grader.report import SCHEMA_VERSION, GradeReport  # noqa: E402
-
 __all__ = ["grade", "GradeReport", "SCHEMA_VERSION"]
+
+
+def __getattr__(name: str):
+    if name == "grade":
+        from grader.api import grade
+
+        return grade
+    if name in ("GradeReport", "SCHEMA_VERSION"):
+        from grader import report
+
+        return getattr(report, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -23,9 +23,11 @@ from grader import scoring
 from grader.assignment import REFERENCE_DIR, Assignment
 from grader.ingest import Program, Ungradable, load_submission
 from grader.report import GradeReport, Outcome, Status, TestResult
-from grader.runner import ForkedRun, SuiteError, run_suite
+from grader.runner import ForkedRun, SuiteError, preload_suite, run_suite
 from grader.sandbox.isolation import choose
 from grader.sandbox.limits import Limits
+from grader.sandbox.workspace import Workspace
+from grader.sandbox.zygote import ZygoteUnavailable
 
 DEFAULT_TOTAL_TIMEOUT_S = 900.0
 NO_RESULT = {"tests": [], "notes": [], "output": ""}  # a suite run that produced nothing
@@ -130,6 +132,7 @@ def start_grading(
     isolation = choose(sandbox, REFERENCE_DIR)  # probed here, so that every fork inherits the answers
     for module in assignment.preload:  # once per grader process; every fork starts with it
         importlib.import_module(module)
+    preload_suite(assignment.hidden_suite)
 
     error = None
     program: Program | None = None
@@ -140,9 +143,33 @@ def start_grading(
     except OSError as exc:
         error = f"the file cannot be read: {exc.strerror or exc}"
     layers = isolation.layers() if program else []
-    run = ForkedRun(lambda: run_suite(assignment, program, limits, device, isolation), total_timeout_s)
+    run = _start_suite(assignment, program, limits, device, isolation, total_timeout_s)
     return PendingGrade(assignment, str(submission if submission is not None else path), file_sha256(path),
                         Status.GRADED if program else Status.UNGRADABLE, error, device, layers, started, run)
+
+
+def _start_suite(assignment: Assignment, program: Program | None, limits: Limits, device: str, isolation,
+                 total_timeout_s: float) -> ForkedRun:
+    """Fork the suite process, with the submission's workspace (see :mod:`grader.sandbox.workspace`)."""
+    if program is None:  # ungradable: the suite is only collected, to list every part
+        return ForkedRun(lambda: run_suite(assignment, None, limits, device, isolation, None), total_timeout_s)
+    try:
+        workspace = Workspace.open(isolation, limits, assignment.preload)
+    except (OSError, ZygoteUnavailable) as exc:
+        message = f"the student's sandbox could not be set up: {exc}"
+        return ForkedRun(lambda: _fail(message), total_timeout_s)
+    try:
+        run = ForkedRun(lambda: run_suite(assignment, program, limits, device, isolation, workspace),
+                        total_timeout_s, on_close=workspace.release)
+    except BaseException:
+        workspace.release()
+        raise
+    workspace.detach()
+    return run
+
+
+def _fail(message: str) -> dict:
+    raise SuiteError(message)
 
 
 def failed_report(assignment: Assignment, submission: str, device: str, error: str) -> GradeReport:

@@ -44,6 +44,14 @@ class Program:
     cells: tuple[Cell, ...]
     notes: tuple[str, ...] = field(default=())
 
+    def to_dict(self) -> dict:
+        """What the student's process is sent (the notes stay with the grader)."""
+        return {"kind": self.kind, "cells": [[cell.source, cell.label] for cell in self.cells]}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Program:
+        return cls(data["kind"], tuple(Cell(source, label) for source, label in data["cells"]))
+
 
 SUBMISSION_SUFFIXES = (".py", ".ipynb")
 

@@ -2,19 +2,20 @@
 
 ``pytest.main`` is not safe to call twice in one process (modules and plugins leak
 between runs), so each run happens in a fork of the warm grader process, which sends its
-results back as JSON over a pipe. Inside that fork, the student's code runs in yet
-another process (see :mod:`grader.sandbox`).
+results back as JSON over a pipe. The grader imports the hidden suite and the reference
+once (:func:`preload_suite`), so every fork starts with them. The student's code runs in
+children of a clean zygote, never of the grader (see :mod:`grader.sandbox.zygote`).
 """
 
 from __future__ import annotations
 
+import functools
+import importlib
 import json
 import os
 import select
-import shutil
 import signal
 import sys
-import tempfile
 import time
 import traceback
 from collections.abc import Callable
@@ -31,7 +32,8 @@ from grader.plugin import GradingPlugin
 from grader.sandbox.isolation import Isolation
 from grader.sandbox.limits import Limits, die_with_parent
 from grader.sandbox.session import StudentSession
-from grader.sandbox.zygote import Zygote
+from grader.sandbox.workspace import Workspace
+from grader.sandbox.zygote import Zygote, ZygoteUnavailable
 
 
 class SuiteError(Exception):
@@ -39,19 +41,22 @@ class SuiteError(Exception):
 
 
 def run_suite(assignment: Assignment, program: Program | None, limits: Limits, device: str,
-              isolation: Isolation) -> dict:
+              isolation: Isolation, workspace: Workspace | None) -> dict:
     """Run the hidden suite (collect only, when ``program`` is None); returns JSON-able results.
 
-    Call this in a process of its own (see :class:`ForkedRun`).
+    Call this in a process of its own (see :class:`ForkedRun`); ``workspace`` holds its
+    connection to the submission's zygote.
     """
     suite = assignment.hidden_suite
-    scratch_root = Path(tempfile.mkdtemp(prefix="grader-"))
     session = None
     zygote = None
     try:
         if program is not None:
-            # Before pytest imports the reference or runs any op: the zygote must be clean.
-            zygote = Zygote.start(program, limits, device, scratch_root, (str(REFERENCE_DIR),), isolation)
+            config = workspace.zygote_config(limits, device, (str(REFERENCE_DIR),), isolation)
+            try:
+                zygote = Zygote.open(workspace.control, config)
+            except ZygoteUnavailable as exc:
+                raise SuiteError(str(exc)) from None
             session = StudentSession(zygote, program, limits)
         torch.set_num_threads(1)
         grading = GradingPlugin(session, torch.device(device))
@@ -68,7 +73,21 @@ def run_suite(assignment: Assignment, program: Program | None, limits: Limits, d
             session.close()
         if zygote is not None:
             zygote.stop()
-        shutil.rmtree(scratch_root, ignore_errors=True)
+
+
+@functools.cache
+def preload_suite(suite: Path) -> None:
+    """Import the hidden suite's modules (and so the reference) in this process, under the
+    names pytest gives them, so that every suite process forked from it finds them imported.
+    Student code never forks from this process, so it may hold them. A module that fails to
+    import is left to pytest, which reports it as the suite's error."""
+    package = f"reference.hidden.{suite.name}"
+    for path in sorted(suite.glob("*.py"), key=lambda p: p.name != "conftest.py"):
+        name = package if path.stem == "__init__" else f"{package}.{path.stem}"
+        try:
+            importlib.import_module(name)
+        except (Exception, pytest.fail.Exception):  # noqa: BLE001 - reported by pytest in the suite process
+            pass
 
 
 def _run_pytest(suite: Path, grading: GradingPlugin, collect_only: bool) -> list[dict]:
@@ -101,7 +120,8 @@ class ForkedRun:
     :meth:`fileno`); :meth:`wait` blocks.
     """
 
-    def __init__(self, function: Callable[[], dict], timeout_s: float):
+    def __init__(self, function: Callable[[], dict], timeout_s: float, on_close: Callable[[], None] | None = None):
+        self._on_close = on_close  # run here once the process has ended: it cannot clean up if killed
         read_end, write_end = os.pipe()
         pid = os.fork()
         if pid == 0:  # the trusted suite process
@@ -161,6 +181,8 @@ class ForkedRun:
         os.close(self._fd)
         self._fd = -1
         os.waitpid(self.pid, 0)
+        if self._on_close is not None:
+            self._on_close()
 
 
 def _serve_result(function: Callable[[], dict], write_end: int) -> None:

@@ -4,6 +4,8 @@ make mutants of a reference, validate reports against the schema."""
 from __future__ import annotations
 
 import json
+import os
+import time
 from pathlib import Path
 
 import jsonschema
@@ -13,8 +15,9 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from grader.api import grade
-from grader.report import GradeReport, load_schema
+from grader.report import GradeReport, Status, load_schema
 from grader.sandbox.limits import Limits
+from grader.sandbox.zygote import ZygoteServer
 from reference import as_submission
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -83,6 +86,42 @@ def class_folder(tmp_path) -> Path:
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_text(text)
     return folder
+
+
+def grader_files() -> dict[str, tuple[int, int]]:
+    """Size and modification time of every file of the grader, the reference and the handouts."""
+    found = {}
+    for top in ("grader", "reference", "assignments"):
+        for path in (ROOT / top).rglob("*"):
+            if path.is_file() and "__pycache__" not in path.parts:
+                info = path.stat()
+                found[str(path)] = (info.st_size, info.st_mtime_ns)
+    return found
+
+
+def survivors(wait_s: float = 3.0) -> list[int]:
+    """Processes below this one still alive after grading, but for the zygote server, which
+    is meant to serve the next submission."""
+    server = ZygoteServer.shared().pid
+    deadline = time.monotonic() + wait_s
+    while (left := [pid for pid in descendants(os.getpid()) if alive(pid) and pid != server]) \
+            and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return left
+
+
+@pytest.fixture
+def hostile(grade_source):
+    """hostile(source, suffix=".py", **grade_kwargs) -> the report, after checking the invariants."""
+    def run(source: str, suffix: str = ".py", **kwargs) -> GradeReport:
+        before = grader_files()
+        report = grade_source(source, suffix=suffix, **kwargs)
+        assert_valid(report)
+        assert report.status == Status.GRADED, report.error
+        assert survivors() == [], "a process outlived grading"
+        assert grader_files() == before, "the submission changed the grader's files"
+        return report
+    return run
 
 
 def descendants(pid: int, depth: int | None = None) -> list[int]:

@@ -30,7 +30,7 @@ from grader.report import GradeReport, Status
 from grader.sandbox import cgroups, namespaces
 from reference import as_submission
 from reference.hidden.a03 import variants
-from tests.conftest import ASSIGNMENT_03, ROOT, TEST_LIMITS, alive, assert_valid, descendants, mutant, notebook_text, part
+from tests.conftest import ASSIGNMENT_03, TEST_LIMITS, assert_valid, grader_files, mutant, notebook_text, part
 
 pytestmark = pytest.mark.slow
 REFERENCE = as_submission("multihead")
@@ -43,37 +43,6 @@ needs_namespaces = pytest.mark.skipif(not namespaces.namespaces_available(), rea
 
 def _scores(report: GradeReport) -> dict[str, float]:
     return {p.id: p.score for p in report.parts}
-
-
-def _grader_files() -> dict[str, tuple[int, int]]:
-    found = {}
-    for top in ("grader", "reference", "assignments"):
-        for path in (ROOT / top).rglob("*"):
-            if path.is_file() and "__pycache__" not in path.parts:
-                info = path.stat()
-                found[str(path)] = (info.st_size, info.st_mtime_ns)
-    return found
-
-
-def _survivors(wait_s: float = 3.0) -> list[int]:
-    deadline = time.monotonic() + wait_s
-    while (left := [pid for pid in descendants(os.getpid()) if alive(pid)]) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return left
-
-
-@pytest.fixture
-def hostile(grade_source):
-    """hostile(source, suffix=".py", **grade_kwargs) -> the report, after checking the invariants."""
-    def run(source: str, suffix: str = ".py", **kwargs) -> GradeReport:
-        before = _grader_files()
-        report = grade_source(source, suffix=suffix, **kwargs)
-        assert_valid(report)
-        assert report.status == Status.GRADED, report.error
-        assert _survivors() == [], "a process outlived grading"
-        assert _grader_files() == before, "the submission changed the grader's files"
-        return report
-    return run
 
 
 @pytest.fixture(scope="module")
@@ -217,9 +186,10 @@ import posix
 print('env:', os.environ.get({secret_name!r}), posix.environ.get({secret_name!r}.encode()))
 for pid in (p for p in os.listdir('/proc') if p.isdigit()):
     try:
-        print('environ', pid, open(f'/proc/{{pid}}/environ', 'rb').read().decode(errors='replace'))
+        environ = open(f'/proc/{{pid}}/environ', 'rb').read().decode(errors='replace')
     except OSError:
-        pass
+        continue
+    print('environ', pid, [v for v in environ.split('\\0') if v.startswith({secret_name!r})])
 """
 
 
@@ -228,13 +198,13 @@ def test_the_reference_hidden_tests_and_the_graders_environment_are_out_of_reach
     # The grader runs as its own process, started with a secret in its environment, as on a CI runner.
     submission, report_file = tmp_path / "mha.py", tmp_path / "report.json"
     submission.write_text(_thief("GRADER_TOKEN"))
-    before = _grader_files()
+    before = grader_files()
     subprocess.run([sys.executable, "-m", "grader.cli", str(ASSIGNMENT_03), "--submission", str(submission),
                     "--json", str(report_file), "--device", "cpu", "--sandbox", sandbox, "-q"],
                    env={**os.environ, "GRADER_TOKEN": "s3cret-token-4242"}, check=True, timeout=120)
     report = GradeReport.from_dict(json.loads(report_file.read_text()))
     assert_valid(report)
-    assert _grader_files() == before
+    assert grader_files() == before
     stolen = report.score == report.max_score and "stole the reference" in report.output
     leaked = "s3cret-token-4242" in report.output
     read_hidden = "hidden tests: import" in report.output

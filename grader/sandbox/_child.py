@@ -33,7 +33,8 @@ from grader.sandbox.isolation import Isolation
 from grader.sandbox.limits import Limits, die_with_parent
 from grader.sandbox.protocol import Handle, Status
 
-OUTPUT_FILE = "output.txt"
+# A submission's source is at most 4 MiB (grader.ingest); JSON may escape each character.
+PROGRAM_MESSAGE_BYTES = 64 * 2**20
 _KEPT_ENV = ("PATH", "LANG", "LC_ALL", "TZ")
 _TRACEBACK_FRAMES = 8
 _HIGH_DESCRIPTOR = 512  # below the usual RLIMIT_NOFILE soft limit of 1024
@@ -41,19 +42,26 @@ _HIGH_DESCRIPTOR = 512  # below the usual RLIMIT_NOFILE soft limit of 1024
 
 def run(
     sock: socket.socket,
-    program: Program,
+    output: int,
     limits: Limits,
     scratch: Path,
-    skip: frozenset[int],
     device: str,
     hidden_paths: tuple[str, ...],
     isolation: Isolation,
 ) -> None:
-    """Confine this process, run the program, serve calls. Never returns."""
+    """Confine this process, receive the program, run it, serve calls. Never returns.
+
+    ``output`` becomes stdout and stderr (a memfd the grader reads). The program comes from
+    the trusted side over ``sock``, after confinement: the processes this one was forked
+    from never held a submission.
+    """
     code = 0
     try:
         sock = _to_high_descriptor(sock)
-        _confine(limits, scratch, device, hidden_paths, isolation)
+        _confine(limits, scratch, device, hidden_paths, isolation, output)
+        message, _ = protocol.recv(sock, max_header=PROGRAM_MESSAGE_BYTES, max_payload=0)
+        program = Program.from_dict(message["program"])
+        skip = frozenset(message["skip"])
         namespace = _new_namespace(program.kind)
         for index, cell in enumerate(program.cells):
             if index not in skip:
@@ -81,14 +89,15 @@ def _to_high_descriptor(sock: socket.socket) -> socket.socket:
     return moved
 
 
-def _confine(limits: Limits, scratch: Path, device: str, hidden_paths: tuple[str, ...], isolation: Isolation) -> None:
+def _confine(limits: Limits, scratch: Path, device: str, hidden_paths: tuple[str, ...], isolation: Isolation,
+             output: int) -> None:
     os.setsid()  # own session and process group: the parent kills the whole group
     die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     os.chdir(scratch)
     _hide_imports(hidden_paths)
-    _redirect_output(scratch / OUTPUT_FILE, limits.output_bytes)  # opened here, read by the grader
+    _redirect_output(output, limits.output_bytes)
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
     resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds))
@@ -182,14 +191,13 @@ class _BoundedWriter(io.TextIOBase):
         self._stream.flush()
 
 
-def _redirect_output(path: Path, limit: int) -> None:
+def _redirect_output(output: int, limit: int) -> None:
     stdin = os.open(os.devnull, os.O_RDONLY)  # input() gets EOF instead of waiting forever
     os.dup2(stdin, 0)
     os.close(stdin)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    os.dup2(fd, 1)
-    os.dup2(fd, 2)
-    os.close(fd)
+    os.dup2(output, 1)
+    os.dup2(output, 2)
+    os.close(output)
     # One byte over the limit lets the parent tell "exactly full" from "truncated".
     stream = open(1, "wb", buffering=0, closefd=False)
     sys.stdout = sys.stderr = _BoundedWriter(stream, limit + 1)

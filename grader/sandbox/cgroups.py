@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import os
+import signal
 import time
 from pathlib import Path
 
@@ -103,6 +104,21 @@ class PidsCgroup:
 
     def add(self, pid: int) -> None:
         (self.path / "cgroup.procs").write_text(str(pid))
+
+    def kill_all(self, wait_s: float = 2.0) -> None:
+        """SIGKILL every process in the cgroup until none is left (a fork bomb may still be
+        forking while the first ones die)."""
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            pids = [int(pid) for pid in _read(self.path / "cgroup.procs").split()]
+            if not pids:
+                return
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.005)
 
     def remove(self, wait_s: float = 2.0) -> None:
         """Remove the cgroup once its processes are gone (killed ones take a moment)."""

@@ -15,6 +15,8 @@ _PR_SET_PDEATHSIG = 1
 class Limits:
     call_timeout_s: float = 10.0  # wall clock for one call into student code
     cell_timeout_s: float = 10.0  # wall clock for one notebook cell (or a .py's top level)
+    load_timeout_s: float = 60.0  # wall clock for running all of a submission's cells, each time a child starts
+    student_time_s: float = 300.0  # wall clock for all of one submission's code, over every call and child
     memory_bytes: int = 4 * 2**30  # address space (CPU) or share of GPU memory (CUDA)
     output_bytes: int = 16 * 2**10  # of stdout/stderr kept for the report
     file_bytes: int = 64 * 2**20  # largest file the child may write

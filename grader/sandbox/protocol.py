@@ -7,13 +7,16 @@ Values inside the header are plain JSON, with tagged objects for what JSON lacks
 the child), ``{"$dtype": "float32"}`` and ``{"$device": "cpu"}``.
 
 Nothing here can run code on the receiving side: safetensors holds only plain tensors and
-JSON holds only data. The trusted side decodes with ``strict=True``, which also rejects
-anything malformed, oversized or of an unexpected kind.
+JSON holds only data. What the trusted side receives is bounded (:data:`MAX_HEADER_BYTES`,
+:data:`MAX_PAYLOAD_BYTES`) and read into one buffer that the tensors then share, so a reply
+costs the grader its own size once; anything malformed, oversized or of an unexpected kind
+raises :class:`ProtocolError`.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import socket
 import struct
 import time
@@ -22,12 +25,22 @@ from enum import StrEnum
 from typing import Any
 
 import torch
-from safetensors.torch import load as load_tensors
 from safetensors.torch import save as save_tensors
 
+from grader.sandbox.limits import format_bytes
+
 _PREFIX = struct.Struct(">QQ")  # header length, payload length
-MAX_HEADER_BYTES = 16 * 2**20
-MAX_PAYLOAD_BYTES = 2 * 2**30
+# What the trusted side accepts from a child: far above any real reply (the suites' tensors
+# are kilobytes), far below what would strain the grader.
+MAX_HEADER_BYTES = 2**20
+MAX_PAYLOAD_BYTES = 64 * 2**20
+MAX_TENSORS = 4096
+# safetensors' dtype names: https://github.com/huggingface/safetensors (format section)
+_SAFETENSORS_DTYPES = {
+    "F16": torch.float16, "BF16": torch.bfloat16, "F32": torch.float32, "F64": torch.float64,
+    "I8": torch.int8, "I16": torch.int16, "I32": torch.int32, "I64": torch.int64, "U8": torch.uint8,
+    "BOOL": torch.bool,
+}
 
 _DTYPES = {
     str(dtype).removeprefix("torch."): dtype
@@ -73,12 +86,18 @@ class Handle:
 def send(sock: socket.socket, header: dict, tensors: dict[str, torch.Tensor] | None = None) -> None:
     header_bytes = json.dumps(header).encode()
     payload = save_tensors(tensors) if tensors else b""
-    sock.sendall(_PREFIX.pack(len(header_bytes), len(payload)) + header_bytes + payload)
+    sock.sendall(_PREFIX.pack(len(header_bytes), len(payload)))
+    sock.sendall(header_bytes)
+    if payload:
+        sock.sendall(payload)
 
 
-def _recv_exactly(sock: socket.socket, size: int, deadline: float | None) -> bytes:
-    chunks = bytearray()
-    while len(chunks) < size:
+def _recv_exactly(sock: socket.socket, size: int, deadline: float | None) -> bytearray:
+    """``size`` bytes, read straight into one buffer (no chunks to join)."""
+    buffer = bytearray(size)
+    view = memoryview(buffer)
+    received = 0
+    while received < size:
         if deadline is not None:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -87,39 +106,94 @@ def _recv_exactly(sock: socket.socket, size: int, deadline: float | None) -> byt
         else:
             sock.settimeout(None)
         try:
-            chunk = sock.recv(min(size - len(chunks), 1 << 20))
+            count = sock.recv_into(view[received:], min(size - received, 1 << 20))
         except TimeoutError:
             raise Deadline() from None
         except (ConnectionResetError, BrokenPipeError) as exc:
             raise PeerClosed(str(exc)) from None
-        if not chunk:
+        if not count:
             raise PeerClosed("connection closed")
-        chunks += chunk
-    return bytes(chunks)
+        received += count
+    return buffer
 
 
 def recv(
-    sock: socket.socket, deadline: float | None = None
+    sock: socket.socket, deadline: float | None = None, *,
+    max_header: int = MAX_HEADER_BYTES, max_payload: int = MAX_PAYLOAD_BYTES,
 ) -> tuple[dict, dict[str, torch.Tensor]]:
-    """Read one message; ``deadline`` is a ``time.monotonic()`` value or None for no limit."""
+    """Read one message; ``deadline`` is a ``time.monotonic()`` value or None for no limit.
+    The bounds are the trusted side's; the child, which receives the submission's source,
+    passes its own."""
     header_len, payload_len = _PREFIX.unpack(_recv_exactly(sock, _PREFIX.size, deadline))
-    if header_len > MAX_HEADER_BYTES or payload_len > MAX_PAYLOAD_BYTES:
-        raise ProtocolError(f"message too large ({header_len} + {payload_len} bytes)")
+    if header_len > max_header or payload_len > max_payload:
+        raise ProtocolError(f"message too large: {format_bytes(header_len)} of data and {format_bytes(payload_len)} "
+                            f"of tensors, where at most {format_bytes(max_header)} and {format_bytes(max_payload)} "
+                            "are accepted")
     try:
         header = json.loads(_recv_exactly(sock, header_len, deadline))
     except (ValueError, RecursionError) as exc:  # bad JSON or UTF-8, huge ints, deep nesting
         raise ProtocolError(f"header is not acceptable JSON: {type(exc).__name__}") from None
     if not isinstance(header, dict):
         raise ProtocolError("header is not a JSON object")
-    tensors: dict[str, torch.Tensor] = {}
-    if payload_len:
-        try:
-            tensors = load_tensors(_recv_exactly(sock, payload_len, deadline))
-        except (Deadline, PeerClosed):
-            raise
-        except Exception as exc:  # safetensors raises its own error types
-            raise ProtocolError(f"payload is not a valid safetensors blob: {exc}") from None
+    tensors = load_tensors(_recv_exactly(sock, payload_len, deadline)) if payload_len else {}
     return header, tensors
+
+
+def load_tensors(blob: bytearray) -> dict[str, torch.Tensor]:
+    """The tensors of a safetensors blob, as views of ``blob`` (no copy). Validated here
+    rather than by the safetensors library, whose loader copies every tensor."""
+    if len(blob) < 8:
+        raise ProtocolError("payload is not a valid safetensors blob: too short")
+    (meta_len,) = struct.unpack_from("<Q", blob)
+    if meta_len > len(blob) - 8:
+        raise ProtocolError("payload is not a valid safetensors blob: header longer than the payload")
+    try:
+        meta = json.loads(blob[8:8 + meta_len])
+    except (ValueError, RecursionError):
+        raise ProtocolError("payload is not a valid safetensors blob: header is not JSON") from None
+    if not isinstance(meta, dict):
+        raise ProtocolError("payload is not a valid safetensors blob: header is not an object")
+    meta.pop("__metadata__", None)
+    if len(meta) > MAX_TENSORS:
+        raise ProtocolError(f"too many tensors ({len(meta)}; the limit is {MAX_TENSORS})")
+    data_start = 8 + meta_len
+    spans = []
+    tensors = {}
+    for name, info in meta.items():
+        dtype, shape, begin, end = _tensor_entry(name, info, len(blob) - data_start)
+        spans.append((begin, end))
+        tensors[name] = _tensor_view(blob, dtype, shape, data_start + begin)
+    spans.sort()
+    if any(later_begin < end for (_, end), (later_begin, _) in zip(spans, spans[1:])):
+        raise ProtocolError("payload is not a valid safetensors blob: tensors overlap")
+    return tensors
+
+
+def _tensor_entry(name: str, info: Any, data_len: int) -> tuple[torch.dtype, list[int], int, int]:
+    bad = ProtocolError(f"payload is not a valid safetensors blob: bad entry for {name[:40]!r}")
+    if not isinstance(info, dict) or info.get("dtype") not in _SAFETENSORS_DTYPES:
+        raise bad
+    shape, offsets = info.get("shape"), info.get("data_offsets")
+    if not (isinstance(shape, list) and len(shape) <= 64 and all(type(n) is int and n >= 0 for n in shape)):
+        raise bad
+    if not (isinstance(offsets, list) and len(offsets) == 2 and all(type(n) is int for n in offsets)):
+        raise bad
+    begin, end = offsets
+    dtype = _SAFETENSORS_DTYPES[info["dtype"]]
+    if not 0 <= begin <= end <= data_len or math.prod(shape) * dtype.itemsize != end - begin:
+        raise bad
+    return dtype, shape, begin, end
+
+
+def _tensor_view(blob: bytearray, dtype: torch.dtype, shape: list[int], offset: int) -> torch.Tensor:
+    count = math.prod(shape)
+    if count == 0:
+        return torch.empty(shape, dtype=dtype)
+    if dtype == torch.bool:  # any byte but 0 is True; a bool tensor holding 2 would be undefined
+        return torch.frombuffer(blob, dtype=torch.uint8, count=count, offset=offset).reshape(shape) != 0
+    if offset % dtype.itemsize:  # unaligned (after an odd-sized tensor): copy this one
+        return torch.frombuffer(bytearray(blob[offset:offset + count * dtype.itemsize]), dtype=dtype).reshape(shape)
+    return torch.frombuffer(blob, dtype=dtype, count=count, offset=offset).reshape(shape)
 
 
 # ---- values -----------------------------------------------------------------------

@@ -1,9 +1,14 @@
 """The trusted side's handle on a student's submission.
 
-A :class:`StudentSession` owns at most one live child at a time. It loads the program
-cell by cell under a wall-clock limit per cell; a cell that raises is noted, a cell that
-hangs or kills the process is noted and skipped in every later child. After a call that
-times out or crashes the child, the next call starts a fresh one.
+A :class:`StudentSession` owns at most one live child at a time. It sends the child the
+program and watches it run cell by cell under a wall-clock limit per cell and for the whole
+load; a cell that raises is noted, a cell that hangs or kills the process is noted and
+skipped in every later child. After a call that times out or crashes the child, the next
+call starts a fresh one. Every wait on the child has a deadline, whatever the child says,
+and all of a submission's waits together are bounded by ``Limits.student_time_s``.
+
+Nothing the child sends is taken as it comes: replies the suites rely on are checked for
+shape here, and every string is bounded and made valid Unicode before it can reach a report.
 
 Hidden tests use the session through the ``student`` fixture:
 ``student.call("split_heads", x, 4)`` or ``mha = student.new("MultiHeadAttention", 16, 4)``
@@ -14,7 +19,6 @@ from __future__ import annotations
 
 import os
 import signal
-import stat
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,14 +29,16 @@ import torch
 
 from grader.ingest import Program
 from grader.sandbox import protocol
-from grader.sandbox._child import OUTPUT_FILE
 from grader.sandbox.limits import Limits, format_bytes
 from grader.sandbox.protocol import Deadline, Handle, PeerClosed, ProtocolError, Status
 from grader.sandbox.zygote import Child, Zygote, ZygoteGone
-
+from grader.sanitize import clean
 
 ZYGOTE_KILLED = ("your code killed the grader's process that starts it, so no further tests could run "
                  "(do not signal other processes)")
+# Bounds on what is copied from the child into a report.
+TYPE_NAME_CHARS, MESSAGE_CHARS, TRACEBACK_CHARS, NOTE_CHARS = 100, 2000, 4000, 500
+MAX_NOTES = 50
 
 
 class StudentError(Exception):
@@ -76,7 +82,11 @@ class StudentSession:
         self.limits = limits
         self._child: Child | None = None
         self._skip: set[int] = set()
-        self.notes: list[str] = list(program.notes)
+        self._notes: list[str] = []
+        self._notes_dropped = 0
+        for note in program.notes:
+            self._note(note)
+        self._time_left = limits.student_time_s  # shrinks with every wait on the child
         self._output = bytearray()
         self._output_truncated = False
         self._load_failed: str | None = None
@@ -128,9 +138,15 @@ class StudentSession:
 
     # ---- output and lifecycle ----------------------------------------------------------
 
+    @property
+    def notes(self) -> list[str]:
+        """What happened while loading (bounded in number and length)."""
+        more = [f"... and {self._notes_dropped} more notes"] if self._notes_dropped else []
+        return self._notes + more
+
     def output(self) -> str:
         """What the student's code printed, bounded by ``limits.output_bytes``."""
-        text = self._output.decode("utf-8", "replace")
+        text = clean(self._output.decode("utf-8", "replace"))
         if self._output_truncated:
             text += f"\n[output truncated after {format_bytes(self.limits.output_bytes)}]"
         return text
@@ -144,9 +160,12 @@ class StudentSession:
                   owner: RemoteObject | None = None) -> Backward:
         header = {"op": "backward", "target": target}
         value = self._request(header, label, args, kwargs, extra={"grad_output": grad_output}, owner=owner)
-        if not (isinstance(value, dict) and {"output", "input_grads", "param_grads"} <= value.keys()):
+        grads = value.get("input_grads") if isinstance(value, dict) else None
+        params = value.get("param_grads") if isinstance(value, dict) else None
+        if not (isinstance(grads, (tuple, list)) and all(g is None or isinstance(g, torch.Tensor) for g in grads)
+                and isinstance(params, dict) and all(isinstance(g, torch.Tensor) for g in params.values())):
             raise StudentCrashed(f"{label}: malformed reply to a backward request")
-        return Backward(value["output"], tuple(value["input_grads"]), dict(value["param_grads"]))
+        return Backward(value.get("output"), tuple(grads), params)
 
     def _request(self, header: dict, label: str, args, kwargs, extra: dict | None = None,
                  owner: RemoteObject | None = None) -> Any:
@@ -162,7 +181,8 @@ class StudentSession:
             header[key] = encoder.encode(value)
         if self._watch:
             header["watch"] = sorted(self._watch[0])
-        deadline = time.monotonic() + self.limits.call_timeout_s
+        deadline, budget_bound = self._deadline(self.limits.call_timeout_s)
+        started = time.monotonic()
         try:
             protocol.send(child.sock, header, encoder.tensors)
             reply, tensors = protocol.recv(child.sock, deadline)
@@ -174,22 +194,38 @@ class StudentSession:
                 return self._wrap(protocol.decode(reply.get("value"), tensors))
         except Deadline:
             self._retire()
-            raise StudentTimeout(f"{label}: time limit of {self.limits.call_timeout_s:g} s exceeded") from None
+            raise StudentTimeout(self._time_limit_message(label, budget_bound)) from None
         except (PeerClosed, BrokenPipeError, ConnectionResetError):
             why = self._retire(hung_up=True)
             raise StudentCrashed(f"{label}: your code ended the process ({why})") from None
         except ProtocolError as exc:
             self._retire()
             raise StudentCrashed(f"{label}: invalid reply from the student process ({exc})") from None
+        finally:
+            self._time_left -= time.monotonic() - started
         if status == Status.NOT_FOUND:
-            raise StudentNotFound(str(reply.get("name", label)))
+            raise StudentNotFound(clean(str(reply.get("name", label)), TYPE_NAME_CHARS))
         if status == Status.EXCEPTION:
             memory = reply.get("memory") is True
-            message = str(reply.get("message", ""))
-            raise StudentException(label, str(reply.get("type", "Exception")),
+            message = clean(str(reply.get("message", "")), MESSAGE_CHARS)
+            raise StudentException(label, _type_name(reply.get("type")),
                                    f"{self.limits.describe_memory()} ({message})" if memory else message,
-                                   str(reply.get("traceback", "")), memory)
-        raise StudentCrashed(f"{label}: the student process could not serve the request: {reply.get('message', status)}")
+                                   clean(str(reply.get("traceback", "")), TRACEBACK_CHARS), memory)
+        raise StudentCrashed(f"{label}: the student process could not serve the request: "
+                             f"{clean(str(reply.get('message', status)), MESSAGE_CHARS)}")
+
+    def _deadline(self, timeout_s: float) -> tuple[float, bool]:
+        """When a wait of at most ``timeout_s`` must end, and whether the submission's total
+        time (``limits.student_time_s``) is what bounds it."""
+        if self._time_left <= 0:
+            raise StudentTimeout(f"your submission used up its total time limit of {self.limits.student_time_s:g} s, "
+                                 "so this test was not run")
+        return time.monotonic() + min(timeout_s, self._time_left), self._time_left < timeout_s
+
+    def _time_limit_message(self, label: str, budget_bound: bool) -> str:
+        if budget_bound:
+            return f"{label}: your submission used up its total time limit of {self.limits.student_time_s:g} s"
+        return f"{label}: time limit of {self.limits.call_timeout_s:g} s exceeded"
 
     def _wrap(self, value: Any) -> Any:
         if isinstance(value, Handle):
@@ -218,58 +254,52 @@ class StudentSession:
     def _load(self) -> Child:
         """Start a child and run the program; skip cells that hung or killed an earlier child."""
         while True:
-            child = self._zygote.spawn(frozenset(self._skip))
-            running: int | None = None
-            deadline = None
+            self._deadline(0)  # raises once the submission's time is used up
+            child = self._zygote.spawn()
             child.output_from = -1
+            loading = _Loading(self, child)
             try:
-                while True:
-                    event, _ = protocol.recv(child.sock, deadline)
-                    kind = event.get("event")
-                    offset = event.get("offset")
-                    if child.output_from < 0 and isinstance(offset, int) and offset >= 0:
-                        # Output of cells an earlier child already ran is in the report.
-                        if kind == "ready" or event.get("index", -1) > self._printed_through:
-                            child.output_from = offset
-                    if kind == "ready":
-                        self._printed_through = len(self._program.cells)
-                        return child
-                    index = event.get("index")
-                    if not isinstance(index, int) or not 0 <= index < len(self._program.cells):
-                        raise ProtocolError(f"unexpected event {str(event)[:80]}")
-                    if kind == "cell_start":
-                        running, deadline = index, time.monotonic() + self.limits.cell_timeout_s
-                        self._printed_through = max(self._printed_through, index)
-                    elif kind == "cell_error":
-                        message = str(event.get("message"))[:300]
-                        if event.get("memory") is True:
-                            message = f"{self.limits.describe_memory()} ({message})"
-                        self._note(f"{self._where(index)} raised {event.get('type')}: {message}")
-                        running, deadline = None, None
-                    elif kind == "cell_done":
-                        running, deadline = None, None
+                protocol.send(child.sock, {"program": self._program.to_dict(), "skip": sorted(self._skip)})
+                loading.follow()
+                self._printed_through = len(self._program.cells)
+                return child
             except Deadline:
                 self._retire(child)
-                why = f"ran past the time limit of {self.limits.cell_timeout_s:g} s"
-            except PeerClosed:
+                why = loading.why_late()
+            except (PeerClosed, BrokenPipeError, ConnectionResetError):
                 why = f"ended the process ({self._retire(child, hung_up=True)})"
             except ProtocolError as exc:
                 self._retire(child)
                 why = f"sent an invalid message ({exc})"
-            if running is None:
+            finally:
+                self._time_left -= time.monotonic() - loading.started
+            if loading.bound == "budget":
+                self._note(f"loading your code stopped: it {why}")
+                raise StudentTimeout(f"your submission used up its total time limit of "
+                                     f"{self.limits.student_time_s:g} s while loading")
+            if loading.running is None:
                 self._load_failed = f"your submission could not be loaded: the student process {why}"
                 self._note(self._load_failed)
                 raise StudentCrashed(self._load_failed)
-            self._skip.add(running)
-            self._note(f"{self._where(running)} {why}; it was skipped")
+            if loading.bound == "load":
+                self._skip.update(range(loading.running, len(self._program.cells)))
+                self._note(f"{self._where(loading.running)} and the cells after it were not run: {why}")
+            else:
+                self._skip.add(loading.running)
+                self._note(f"{self._where(loading.running)} {why}; it was skipped")
 
     def _where(self, index: int) -> str:
         label = self._program.cells[index].label
         return label if self._program.kind == "notebook" else f"your module ({label})"
 
     def _note(self, note: str) -> None:
-        if note not in self.notes:
-            self.notes.append(note)
+        note = clean(note, NOTE_CHARS)
+        if note in self._notes:
+            return
+        if len(self._notes) < MAX_NOTES:
+            self._notes.append(note)
+        else:
+            self._notes_dropped += 1
 
     def _retire(self, child: Child | None = None, hung_up: bool = False) -> str:
         """Kill the child (default: the current one), keep its output; say how it ended.
@@ -283,6 +313,7 @@ class StudentSession:
         if child is self._child:
             self._child = None
         if child.sock.fileno() == -1:
+            child.close_output()
             return "it had already ended"
         try:
             status = self._zygote.exit_status(child.pid) if hung_up else None
@@ -297,22 +328,78 @@ class StudentSession:
         return describe_exit(status, self.limits)
 
     def _collect_output(self, child: Child) -> None:
-        room = self.limits.output_bytes - len(self._output)
-        if child.output_from < 0:
-            return
+        room = max(self.limits.output_bytes - len(self._output), 0)
         try:
-            fd = os.open(child.scratch / OUTPUT_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            if child.output_from >= 0:
+                data = os.pread(child.output, room + 1, child.output_from)
+                self._output += data[:room]
+                self._output_truncated |= len(data) > room
         except OSError:
-            return
-        try:
-            info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode):
-                return
-            data = os.pread(fd, max(room, 0) + 1, child.output_from)
+            pass  # nothing to add: the report says what the child printed before
         finally:
-            os.close(fd)
-        self._output += data[: max(room, 0)]
-        self._output_truncated |= len(data) > room
+            child.close_output()
+
+
+class _Loading:
+    """Following one child through the program's cells, with a deadline on every event."""
+
+    def __init__(self, session: StudentSession, child: Child):
+        self.session, self.child = session, child
+        self.started = time.monotonic()
+        self.running: int | None = None  # the cell that has started and not yet ended
+        self.bound = "cell"  # which limit the current wait ends at: "cell", "load" or "budget"
+        self._last_started = -1
+
+    def follow(self) -> None:
+        """Read the child's events until it is ready; raises Deadline, PeerClosed or ProtocolError."""
+        limits = self.session.limits
+        ends = {"load": self.started + limits.load_timeout_s, "budget": self.started + self.session._time_left}
+        while True:
+            bounds = {"cell": time.monotonic() + limits.cell_timeout_s, **ends}
+            self.bound = min(bounds, key=bounds.__getitem__)  # on a tie, the cell's own limit
+            event, _ = protocol.recv(self.child.sock, bounds[self.bound])
+            if self._record(event):
+                return
+
+    def _record(self, event: dict) -> bool:
+        """Take one event in; True once the child is ready."""
+        session = self.session
+        kind, index, offset = event.get("event"), event.get("index"), event.get("offset")
+        if self.child.output_from < 0 and type(offset) is int and offset >= 0:
+            # Output of cells an earlier child already ran is in the report.
+            if kind == "ready" or (type(index) is int and index > session._printed_through):
+                self.child.output_from = offset
+        if kind == "ready" and self.running is None:
+            return True
+        if type(index) is not int or not 0 <= index < len(session._program.cells):
+            raise ProtocolError(f"unexpected event {clean(str(event), 80)}")
+        if kind == "cell_start" and self.running is None and index > self._last_started and index not in session._skip:
+            self.running = self._last_started = index
+            session._printed_through = max(session._printed_through, index)
+        elif kind == "cell_error" and index == self.running:
+            message = clean(str(event.get("message")), 300)
+            if event.get("memory") is True:
+                message = f"{session.limits.describe_memory()} ({message})"
+            session._note(f"{session._where(index)} raised {_type_name(event.get('type'))}: {message}")
+            self.running = None
+        elif kind == "cell_done" and index == self.running:
+            self.running = None
+        else:
+            raise ProtocolError(f"unexpected event {clean(str(event), 80)}")
+        return False
+
+    def why_late(self) -> str:
+        limits = self.session.limits
+        return {
+            "cell": f"ran past the time limit of {limits.cell_timeout_s:g} s",
+            "load": f"loading your code took longer than {limits.load_timeout_s:g} s in total",
+            "budget": f"ran past the total time limit of {limits.student_time_s:g} s for your submission",
+        }[self.bound]
+
+
+def _type_name(value: Any) -> str:
+    """An exception's type name as the child reports it: a bounded string, nothing else."""
+    return clean(value, TYPE_NAME_CHARS) if isinstance(value, str) and value else "Exception"
 
 
 class RemoteObject:
@@ -346,12 +433,28 @@ class RemoteObject:
 
     def inspect(self) -> dict:
         """For a module: parameter and buffer names with shapes, and the training flag."""
-        return self._session._request({"op": "inspect", "handle": self.handle.id}, self.type_name, (), {}, owner=self)
+        reply = self._session._request({"op": "inspect", "handle": self.handle.id}, self.type_name, (), {}, owner=self)
+        if not _is_inspection(reply):
+            raise StudentCrashed(f"{self.type_name}: malformed reply to an inspection of the module")
+        return reply
 
     def load_parameters(self, parameters: dict[str, torch.Tensor]) -> None:
         """``load_state_dict(strict=True)`` of these parameters; the module keeps its buffers."""
         self._session._request({"op": "load_parameters", "handle": self.handle.id},
                                f"{self.type_name}.load_state_dict", (), {}, extra={"parameters": parameters}, owner=self)
+
+
+def _is_inspection(reply: Any) -> bool:
+    if not (isinstance(reply, dict) and isinstance(reply.get("module"), bool)):
+        return False
+    if not reply["module"]:
+        return True
+
+    def shapes(value: Any) -> bool:
+        return isinstance(value, dict) and all(
+            isinstance(shape, list) and all(type(n) is int and n >= 0 for n in shape) for shape in value.values())
+
+    return shapes(reply.get("parameters")) and shapes(reply.get("buffers")) and isinstance(reply.get("training"), bool)
 
 
 def _unwrap(value: Any) -> Any:

@@ -1,40 +1,140 @@
-"""A fork server for student children.
+"""The processes that student children fork from: a clean zygote server, a zygote per submission.
 
-The trusted suite process imports the reference and the hidden tests and runs torch ops,
-so it must never fork a student child itself: the child would inherit those modules, and
-GNU OpenMP deadlocks a child forked after a parallel op. Instead, before it loads
-anything secret or runs any op, it starts a :class:`Zygote`: a clean fork (torch
-imported, nothing run) that forks one child per request and hands back a connected
-socket (SCM_RIGHTS), so a child killed mid-test can be replaced at any time.
+A child inherits its parent's memory, freed pages included. The trusted processes hold what
+no student may see: the hidden suites, the reference, the grader's environment and, in a
+batch, every classmate's submission. So no student child is ever forked from them.
+
+The first time a process grades, it starts a :class:`ZygoteServer` with ``exec``: a fresh
+interpreter with a nearly empty environment (:data:`SERVER_ENV`), which imports torch and
+the child's code and then only forks. For each submission, the grader hands the server one
+end of a new socket; the server forks a *submission zygote* there, which joins the
+submission's pids cgroup and, at the suite process's request, forks one student child at a
+time, passing back the child's socket and its output file (a memfd) with SCM_RIGHTS. The
+submission's source goes from the suite process to each child over that socket: neither the
+server nor a submission zygote ever holds a submission::
+
+    grade (trusted) ──exec──▶ zygote server (clean; torch imported, no op run)
+      │    └── socket ──────────▶ └─fork─▶ submission zygote ─fork─▶ student child
+      └─fork─▶ suite process ◀── control socket ──┘                        │
+                   └──────────────── source, calls ◀──────────────────────┘
+
+So a student's process holds a fresh interpreter, torch, the grader's child code, its own
+source and what the suite sends it, and nothing else.
 """
 
 from __future__ import annotations
 
+import atexit
+import importlib
 import json
 import os
 import select
 import signal
 import socket
+import subprocess
 import sys
 import tempfile
+import threading
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from grader.ingest import Program
-from grader.sandbox import _child
-from grader.sandbox.cgroups import PidsCgroup
 from grader.sandbox.isolation import Isolation
 from grader.sandbox.limits import Limits, die_with_parent, fork_when_room
 
+# All the zygote server's environment, which every student child starts from: nothing else
+# of the grader's environment (a token on a CI runner, say) reaches it.
+SERVER_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "GRADER_DEBUG")
+# Modules torch imports lazily on paths every child takes, imported once in the server:
+# backward() imports sympy through this one, 0.44 s in every child otherwise.
+SERVER_PRELOAD = ("torch.fx.experimental.symbolic_shapes",)
+CONTROL_TIMEOUT_S = 30.0  # for any reply of a submission zygote, which runs no student code
+START_TIMEOUT_S = 120.0  # the server's first answer: starting Python and importing torch
+
+
+class ZygoteGone(Exception):
+    """The submission's zygote is dead: only the student's code kills it (without namespaces)."""
+
+
+class ZygoteUnavailable(Exception):
+    """The zygote server could not be started or did not answer: the grader's problem."""
+
+
+# ---- the grader's side -------------------------------------------------------------------
+
+
+class ZygoteServer:
+    """The clean process that submission zygotes fork from; one per grading process."""
+
+    _shared: ZygoteServer | None = None
+    _lock = threading.Lock()
+
+    def __init__(self, process: subprocess.Popen, control: socket.socket):
+        self._process = process
+        self._control = control
+
+    @classmethod
+    def shared(cls) -> ZygoteServer:
+        """This process's server, started (again) if it is not running."""
+        with cls._lock:
+            if cls._shared is None or not cls._shared.alive():
+                if cls._shared is not None:
+                    cls._shared.stop()
+                cls._shared = cls.start()
+                atexit.register(cls._shared.stop)
+            return cls._shared
+
+    @classmethod
+    def start(cls) -> ZygoteServer:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        env = {key: os.environ[key] for key in SERVER_ENV if key in os.environ}
+        # Asking whether CUDA is available would otherwise initialise it, and a process with
+        # CUDA initialised cannot hand CUDA to forked children.
+        env["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
+        env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])  # this grader, however it was found
+        quiet = None if os.environ.get("GRADER_DEBUG") else subprocess.DEVNULL
+        boot = "import sys; from grader.sandbox.zygote import serve_forever; serve_forever(int(sys.argv[1]), int(sys.argv[2]))"
+        process = subprocess.Popen([sys.executable, "-c", boot, str(theirs.fileno()), str(os.getpid())],
+                                   pass_fds=[theirs.fileno()], env=env, stdin=subprocess.DEVNULL,
+                                   stdout=quiet, stderr=quiet, cwd="/")
+        theirs.close()
+        return cls(process, ours)
+
+    @property
+    def pid(self) -> int:
+        return self._process.pid
+
+    def alive(self) -> bool:
+        return self._process.poll() is None
+
+    def connect(self, preload: tuple[str, ...] = ()) -> socket.socket:
+        """A socket to a new submission zygote (forked once the server is ready), which first
+        imports ``preload`` (modules a hidden suite declares; see ``Assignment.preload``)."""
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            socket.send_fds(self._control, [json.dumps({"preload": list(preload)}).encode()], [theirs.fileno()])
+        except OSError as exc:
+            ours.close()
+            raise ZygoteUnavailable(f"the zygote server is gone ({exc})") from None
+        finally:
+            theirs.close()
+        return ours
+
+    def stop(self) -> None:
+        self._control.close()  # the server exits on EOF; its zygotes and children die with it
+        try:
+            self._process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
 
 
 @dataclass
 class Child:
     pid: int
     sock: socket.socket
-    scratch: Path
-    output_from: int = 0  # offset in its output file where output new to the report begins
+    output: int  # the child's stdout and stderr: a memfd, read by the grader with pread
+    output_from: int = 0  # offset in its output where output new to the report begins
 
     def kill(self) -> None:
         """Kill the child's whole process group (and the child, should it not lead one yet)."""
@@ -45,53 +145,66 @@ class Child:
                 pass
         self.sock.close()
 
+    def close_output(self) -> None:
+        if self.output >= 0:
+            os.close(self.output)
+            self.output = -1
 
-class ZygoteGone(Exception):
-    """The zygote is dead: only the student's code (running as the same user) kills it."""
+
+@dataclass(frozen=True)
+class ZygoteConfig:
+    """What a submission zygote needs to fork confined children: no part of the submission."""
+
+    limits: Limits
+    device: str
+    scratch_root: str
+    hidden_paths: tuple[str, ...]
+    isolation: Isolation
+    cgroup: str | None  # the submission's pids cgroup, which the zygote joins
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> ZygoteConfig:
+        data = json.loads(text)
+        return cls(Limits(**data["limits"]), data["device"], data["scratch_root"], tuple(data["hidden_paths"]),
+                   Isolation(**data["isolation"]), data["cgroup"])
 
 
 class Zygote:
-    def __init__(self, pid: int, control: socket.socket, cgroup: PidsCgroup | None = None):
-        self.pid = pid
+    """The suite process's handle on its submission zygote."""
+
+    def __init__(self, control: socket.socket, pid: int):
         self._control = control
-        self._cgroup = cgroup  # holds the zygote and so every child it forks
+        self.pid = pid
 
     @classmethod
-    def start(
-        cls,
-        program: Program,
-        limits: Limits,
-        device: str,
-        scratch_root: Path,
-        hidden_paths: tuple[str, ...],
-        isolation: Isolation,
-    ) -> Zygote:
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        pid = os.fork()
-        if pid == 0:
-            ours.close()
-            _serve(theirs, program, limits, device, scratch_root, hidden_paths, isolation)
-        theirs.close()
-        zygote = cls(pid, ours)
-        if isolation.pids_cgroup:  # before the first spawn request, so before any child exists
-            try:
-                zygote._cgroup = PidsCgroup.create(f"zygote-{pid}", limits.processes)
-                zygote._cgroup.add(pid)
-            except OSError:
-                zygote.stop()
-                raise
-        return zygote
-
-    def spawn(self, skip: frozenset[int]) -> Child:
+    def open(cls, control: socket.socket, config: ZygoteConfig) -> Zygote:
+        """Configure the submission zygote at the other end of ``control`` (from
+        :meth:`ZygoteServer.connect`); waits while the server starts."""
         try:
-            self._control.sendall(json.dumps({"op": "spawn", "skip": sorted(skip)}).encode())
-            data, fds, _, _ = socket.recv_fds(self._control, 4096, 1)
+            control.settimeout(START_TIMEOUT_S)
+            control.sendall(config.to_json().encode())
+            reply = json.loads(control.recv(4096) or b"{}")
+        except (OSError, ValueError) as exc:
+            raise ZygoteUnavailable(f"the zygote server did not answer ({type(exc).__name__}: {exc})") from None
+        if "pid" not in reply:
+            raise ZygoteUnavailable(f"the submission zygote could not start: {reply.get('error', 'no answer')}")
+        control.settimeout(CONTROL_TIMEOUT_S)
+        return cls(control, reply["pid"])
+
+    def spawn(self) -> Child:
+        try:
+            self._control.sendall(b'{"op": "spawn"}')
+            data, fds, _, _ = socket.recv_fds(self._control, 4096, 2)
         except OSError as exc:
             raise ZygoteGone(str(exc)) from None
-        if not fds:
+        if len(fds) != 2:
+            for fd in fds:
+                os.close(fd)
             raise ZygoteGone(f"no child came back ({data[:200]!r})")
-        reply = json.loads(data)
-        return Child(reply["pid"], socket.socket(fileno=fds[0]), Path(reply["scratch"]))
+        return Child(json.loads(data)["pid"], socket.socket(fileno=fds[0]), fds[1])
 
     def exit_status(self, pid: int) -> int | None:
         """The child's raw wait status, or None if it has not ended within a second."""
@@ -106,50 +219,75 @@ class Zygote:
 
     def stop(self) -> None:
         self._control.close()  # the zygote kills its children and exits on EOF
-        try:
-            os.waitpid(self.pid, 0)
-        except ChildProcessError:
-            pass
-        if self._cgroup is not None:
-            self._cgroup.remove()
 
 
-def _serve(
-    control: socket.socket,
-    program: Program,
-    limits: Limits,
-    device: str,
-    scratch_root: Path,
-    hidden_paths: tuple[str, ...],
-    isolation: Isolation,
-) -> None:
-    """The zygote's loop. Never returns."""
+# ---- the zygote server (exec'd) ------------------------------------------------------------
+
+
+def serve_forever(control_fd: int, parent_pid: int) -> None:
+    """The zygote server's main loop: fork a submission zygote for each socket received."""
+    die_with_parent()
+    if os.getppid() != parent_pid:  # the grader died before the line above took effect
+        os._exit(0)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the grader's to handle
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # zygotes are reaped by the kernel
+    import torch  # noqa: F401  (no op is ever run here: GNU OpenMP is not fork-safe)
+
+    from grader.sandbox import _child  # noqa: F401
+
+    for module in SERVER_PRELOAD:
+        importlib.import_module(module)
+    control = socket.socket(fileno=control_fd)
+    while True:
+        data, fds, _, _ = socket.recv_fds(control, 1 << 16, 1)
+        if not data:
+            os._exit(0)
+        for module in json.loads(data).get("preload", ()):
+            importlib.import_module(module)  # named by a hidden suite's suite.toml: trusted
+        for fd in fds:
+            if os.fork() == 0:
+                control.close()
+                _serve_submission(fd)
+            os.close(fd)
+
+
+def _serve_submission(fd: int) -> None:
+    """A submission zygote. Never returns."""
     try:
-        # Only the control socket may reach a child: any other inherited descriptor (the
-        # pipe that carries results to the grader, say) would let student code forge them.
-        os.closerange(3, control.fileno())
-        os.closerange(control.fileno() + 1, os.sysconf("SC_OPEN_MAX"))
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # its children's statuses are asked for
+        # Only the control socket may reach a child.
+        os.closerange(3, fd)
+        os.closerange(fd + 1, os.sysconf("SC_OPEN_MAX"))
         # File objects that owned a closed descriptor would close its number again when
         # replaced; the standard streams are replaced in every child, so rebind them now
         # to objects that own nothing.
         sys.stdin = open(0, closefd=False)
         sys.stdout = open(1, "w", closefd=False)
         sys.stderr = open(2, "w", closefd=False)
-        die_with_parent()
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the grader's to handle
-        _Server(control, program, limits, device, scratch_root, hidden_paths, isolation).serve()
+        # No death signal from the server: a student who kills it (reachable without
+        # namespaces) must not take the other submissions being graded along. This zygote
+        # ends when its suite process does, which closes the control socket.
+        control = socket.socket(fileno=fd)
+        data = control.recv(1 << 16)
+        if not data:
+            return
+        config = ZygoteConfig.from_json(data)
+        try:
+            if config.cgroup:  # before any child exists: they all count against its pids.max
+                Path(config.cgroup, "cgroup.procs").write_text(str(os.getpid()))
+        except OSError as exc:
+            control.sendall(json.dumps({"error": f"cannot join the pids cgroup: {exc}"}).encode())
+            return
+        control.sendall(json.dumps({"pid": os.getpid()}).encode())
+        _SubmissionZygote(control, config).serve()
     finally:
         os._exit(0)
 
 
-class _Server:
-    def __init__(self, control, program, limits, device, scratch_root, hidden_paths, isolation):
+class _SubmissionZygote:
+    def __init__(self, control: socket.socket, config: ZygoteConfig):
         self._control = control
-        self._run_args = (program, limits)
-        self._device = device
-        self._scratch_root = scratch_root
-        self._hidden_paths = hidden_paths
-        self._isolation = isolation
+        self._config = config
         self._children: set[int] = set()
         self._statuses: dict[int, int] = {}
 
@@ -165,7 +303,7 @@ class _Server:
                     return
                 request = json.loads(data)
                 if request["op"] == "spawn":
-                    self._spawn(frozenset(request["skip"]))
+                    self._spawn()
                 elif request["op"] == "status":
                     self._control.sendall(json.dumps({"status": self._wait_for(request["pid"])}).encode())
         finally:
@@ -176,20 +314,26 @@ class _Server:
                     except (ProcessLookupError, PermissionError):
                         pass
 
-    def _spawn(self, skip: frozenset[int]) -> None:
-        scratch = Path(tempfile.mkdtemp(prefix="child-", dir=self._scratch_root))
+    def _spawn(self) -> None:
+        from grader.sandbox import _child
+
+        config = self._config
+        scratch = Path(tempfile.mkdtemp(prefix="child-", dir=config.scratch_root))
         ours, theirs = socket.socketpair()
+        # Output goes to memory, not to a file in the grader's directories: the child's
+        # RLIMIT_FSIZE caps it, and it is gone when the grader closes its end.
+        output = os.memfd_create("student-output")
         pid = fork_when_room()
         if pid == 0:
             self._control.close()
             ours.close()
-            program, limits = self._run_args
-            _child.run(theirs, program, limits, scratch, skip, self._device, self._hidden_paths,
-                       self._isolation)
+            _child.run(theirs, output, config.limits, scratch, config.device, config.hidden_paths,
+                       config.isolation)
         theirs.close()
         self._children.add(pid)
-        socket.send_fds(self._control, [json.dumps({"pid": pid, "scratch": str(scratch)}).encode()], [ours.fileno()])
+        socket.send_fds(self._control, [json.dumps({"pid": pid}).encode()], [ours.fileno(), output])
         ours.close()
+        os.close(output)
 
     def _reap(self) -> None:
         while self._children:
@@ -208,4 +352,3 @@ class _Server:
             self._reap()
             time.sleep(0.005)
         return self._statuses.get(pid)
-

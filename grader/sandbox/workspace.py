@@ -1,0 +1,64 @@
+"""What grading one submission holds on the grader's side, and gives back when it ends.
+
+The grader (the process that forks suite processes) creates, for each submission, a
+scratch folder, a pids cgroup and a connection to a fresh submission zygote, and removes
+them after the suite process has ended, however it ended: a suite process killed at its
+deadline cannot clean up after itself, and its children's files and cgroup would stay.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import socket
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from grader.sandbox.cgroups import PidsCgroup
+from grader.sandbox.isolation import Isolation
+from grader.sandbox.limits import Limits
+from grader.sandbox.zygote import ZygoteConfig, ZygoteServer
+
+_serial = itertools.count()
+
+
+@dataclass
+class Workspace:
+    control: socket.socket  # to the submission zygote; the suite process's, once forked
+    scratch_root: Path  # the children's scratch folders are made in here
+    cgroup: PidsCgroup | None
+
+    @classmethod
+    def open(cls, isolation: Isolation, limits: Limits, preload: tuple[str, ...]) -> Workspace:
+        scratch_root = Path(tempfile.mkdtemp(prefix="grader-"))
+        cgroup = None
+        try:
+            if isolation.pids_cgroup:
+                cgroup = PidsCgroup.create(f"submission-{os.getpid()}-{next(_serial)}", limits.processes)
+            return cls(ZygoteServer.shared().connect(preload), scratch_root, cgroup)
+        except BaseException:
+            if cgroup is not None:
+                cgroup.remove()
+            shutil.rmtree(scratch_root, ignore_errors=True)
+            raise
+
+    def zygote_config(self, limits: Limits, device: str, hidden_paths: tuple[str, ...],
+                      isolation: Isolation) -> ZygoteConfig:
+        return ZygoteConfig(limits, device, str(self.scratch_root), hidden_paths, isolation,
+                            str(self.cgroup.path) if self.cgroup else None)
+
+    def detach(self) -> None:
+        """In the grader, once the suite process is forked: only that process talks to the
+        zygote, which then sees the connection close when the suite process ends."""
+        self.control.close()
+
+    def release(self) -> None:
+        """In the grader, after the suite process has ended: end every process the submission
+        left and remove its files and cgroup."""
+        self.control.close()
+        if self.cgroup is not None:
+            self.cgroup.kill_all()
+            self.cgroup.remove()
+        shutil.rmtree(self.scratch_root, ignore_errors=True)

@@ -1,0 +1,231 @@
+"""Hostile submissions against the engine: what a student's process can see and hold up.
+
+Part of the adversarial suite (see test_adversarial.py for the shared invariants). Each
+attack here went around the grader before the process model of the trust issue:
+
+- *classmates in memory*: a student's process was forked from the grader, so its freed
+  heap still held earlier students' sources;
+- *taking the child's word*: a malformed reply raised in trusted code (a grader error for
+  the student's earned points), and replies and notes had no size bound;
+- *deadlines and cleanup*: a forged event left the load with no deadline, a slow
+  submission turned into a grader error, and a killed suite process left its scratch
+  and cgroup behind;
+- *one zygote for everyone*: a student who kills the grader's zygote server costs the
+  next student nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from grader.api import grade
+from grader.report import GradeReport, Status
+from grader.sandbox import cgroups
+from grader.sandbox.limits import Limits
+from grader.sandbox.zygote import ZygoteServer
+from reference import as_submission
+from tests.conftest import (
+    ASSIGNMENT_03,
+    ASSIGNMENTS,
+    ROOT,
+    TEST_LIMITS,
+    assert_valid,
+    mutant,
+    notebook_text,
+    part,
+    survivors,
+)
+
+pytestmark = pytest.mark.slow
+REFERENCE = as_submission("multihead")
+STUB = (ASSIGNMENT_03 / "mha.py").read_text()
+SPLIT_BODY = "    batch, length, d_model = x.shape\n"  # the first line of split_heads
+
+
+# ---- classmates in memory ---------------------------------------------------------------
+
+# Reads every anonymous page of its own process (heap, arenas, stack) and prints what it
+# finds that it could only have inherited: a classmate's student id, the grader's token,
+# hidden test source. Its own patterns cannot match themselves.
+MEMORY_SCAN = r'''
+import re
+def _scan(patterns):
+    found = set()
+    with open('/proc/self/maps') as maps:
+        regions = [line.split() for line in maps]
+    with open('/proc/self/mem', 'rb', buffering=0) as mem:
+        for fields in regions:
+            start, end = (int(x, 16) for x in fields[0].split('-'))
+            path = fields[5] if len(fields) > 5 else ''
+            if not fields[1].startswith('r') or path.startswith('/') or path.startswith('[v'):
+                continue
+            for offset in range(start, end, 1 << 22):
+                try:
+                    mem.seek(offset)
+                    chunk = mem.read(min(1 << 22, end - offset))
+                except OSError:
+                    break
+                for pattern in patterns:
+                    found.update(m.group(0).decode() for m in re.finditer(pattern, chunk))
+    return sorted(found)
+print('FOUND', _scan([rb'STUDENT-ID: [0-9a-f]{32}', rb'GRADER_TOKEN=[A-Za-z0-9-]{8,}',
+                      rb'def test_[a-z_]+\(student', rb'reference_mha[a-z_]*\(']))
+'''
+
+
+def test_a_students_process_holds_no_classmate_no_hidden_test_and_no_grader_secret(tmp_path):
+    folder = tmp_path / "class"
+    ids = [f"{n:032x}" for n in range(101, 106)]
+    for number, student_id in enumerate(ids):
+        (folder / f"a{number}").mkdir(parents=True)
+        source = f"# STUDENT-ID: {student_id}\n{REFERENCE}"
+        if number % 2:  # a notebook leaves many copies of its text behind while it is parsed
+            (folder / f"a{number}" / "mha.ipynb").write_text(notebook_text(source))
+        else:
+            (folder / f"a{number}" / "mha.py").write_text(source)
+    (folder / "zz-scanner").mkdir()
+    (folder / "zz-scanner" / "mha.py").write_text(STUB + MEMORY_SCAN)  # graded last
+    out = tmp_path / "results"
+    # The grader as instructors run it: its own process, a token in its environment.
+    subprocess.run([sys.executable, "-m", "grader.cli", "batch", str(ASSIGNMENT_03), str(folder), "--out", str(out),
+                    "--jobs", "2", "--device", "cpu", "--timeout", "30"],
+                   env={**os.environ, "GRADER_TOKEN": "s3cret-token-5150"}, cwd=ROOT, capture_output=True,
+                   timeout=300, check=True)
+    scanner = next(GradeReport.from_dict(json.loads(path.read_text())) for path in (out / "reports").rglob("*.json")
+                   if "zz-scanner" in path.name or "zz-scanner" in str(path.parent))
+    assert scanner.status == Status.GRADED, scanner.error
+    assert "FOUND []" in scanner.output, scanner.output[:2000]
+
+
+# ---- taking the child's word ---------------------------------------------------------------
+
+# The child's request handlers are grader code in the student's own process: replaced,
+# they answer whatever the student likes.
+MALFORMED_REPLIES = (
+    "import sys\n"
+    "_server = sys.modules['grader.sandbox._child']._Server\n"
+    "_server._op_inspect = lambda self, header, tensors: {'module': True, 'parameters': 5, 'buffers': {}, "
+    "'training': True}\n"
+    "_server._op_backward = lambda self, header, tensors: {'output': None, 'input_grads': 7, 'param_grads': 3}\n"
+)
+
+
+def test_a_malformed_reply_fails_that_test_as_the_students_not_as_a_grader_error(grade_source):
+    report = grade_source(MALFORMED_REPLIES + as_submission("layers"), assignment=ASSIGNMENTS / "05")
+    assert_valid(report)
+    assert report.status == Status.GRADED, report.error
+    ffn = part(report, "FeedForward")
+    malformed = [test for test in ffn.tests if "malformed reply" in test.message]
+    assert malformed and all(test.outcome == "error" for test in malformed)
+    assert 0 < ffn.score < ffn.max_score  # the value tests, which need neither, still earn their points
+
+
+def _peak_suite_memory(source: str, tmp_path: Path) -> tuple[GradeReport, int]:
+    """Grade in a process of its own; the largest resident size of its suite processes (bytes)."""
+    submission = tmp_path / "mha.py"
+    submission.write_text(source)
+    script = ("import json, resource, sys\nfrom grader.api import grade\nfrom grader.sandbox.limits import Limits\n"
+              "report = grade(sys.argv[1], sys.argv[2], device='cpu', limits=Limits(memory_bytes=6 * 2**30))\n"
+              "print(json.dumps({'report': report.to_dict(), "
+              "'peak': resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024}))\n")
+    result = subprocess.run([sys.executable, "-c", script, str(ASSIGNMENT_03), str(submission)], cwd=ROOT,
+                            capture_output=True, text=True, timeout=300, check=True)
+    data = json.loads(result.stdout.splitlines()[-1])
+    return GradeReport.from_dict(data["report"]), data["peak"]
+
+
+def test_a_huge_reply_is_refused_before_it_is_read(tmp_path):
+    # 768 MiB back from split_heads: read in full, then copied twice, it took the trusted
+    # suite process, which has no memory limit, past 2 GiB.
+    huge = mutant(REFERENCE, SPLIT_BODY, SPLIT_BODY + "    return torch.zeros(3 * 2**28, dtype=torch.uint8)\n")
+    report, peak = _peak_suite_memory(huge, tmp_path)
+    assert report.status == Status.GRADED, report.error
+    refused = [t for t in part(report, "split_heads").tests if "message too large" in t.message]
+    assert refused and all(t.outcome == "error" for t in refused)
+    assert peak < 2**30, f"a suite process reached {peak / 2**20:.0f} MiB"
+
+
+def test_what_the_child_says_is_bounded_in_the_report(grade_source):
+    long_name = "type('E' * 10**6, (Exception,), {})"  # the exception's type name: 1 MB
+    cells = [f"raise {long_name}('m' * 10**6)\n"] * 80 + [
+        mutant(REFERENCE, SPLIT_BODY, SPLIT_BODY + f"    raise {long_name}('why' * 10**6)\n")]
+    report = grade_source(notebook_text(*cells), suffix=".ipynb")
+    assert_valid(report)
+    assert report.status == Status.GRADED, report.error
+    assert len(report.notes) <= 51 and report.notes[-1].startswith("... and ")
+    assert part(report, "split_heads").score == 0
+    assert len(json.dumps(report.to_dict())) < 256 * 2**10  # 80 MB before
+
+
+# ---- deadlines and cleanup ---------------------------------------------------------------
+
+FORGED_CELL_DONE = (
+    "import json, socket, struct, time\n"
+    "grader = socket.socket(fileno=512)  # the child's connection to the grader\n"
+    "event = json.dumps({'event': 'cell_done', 'index': 0}).encode()\n"
+    "grader.sendall(struct.pack('>QQ', len(event), 0) + event)\n"
+    "print('x' * 10**6)\n"
+    "time.sleep(10**6)\n"
+)
+
+
+def test_a_forged_event_does_not_lift_the_deadline_of_the_load(grade_source):
+    report = grade_source(notebook_text(FORGED_CELL_DONE, REFERENCE), suffix=".ipynb", total_timeout_s=30)
+    assert_valid(report)
+    assert report.status == Status.GRADED, report.error  # before: the load waited until the grader gave up
+    assert report.score == 0 and any("could not be loaded" in note for note in report.notes), report.notes
+    assert survivors() == []
+
+
+def test_slow_code_uses_up_its_own_time_and_is_graded_not_a_grader_error(grade_source):
+    sleepy = mutant(REFERENCE, SPLIT_BODY, SPLIT_BODY + "    import time; time.sleep(60)\n")
+    limits = replace(TEST_LIMITS, call_timeout_s=1.0, student_time_s=4.0)
+    report = grade_source(sleepy, limits=limits, total_timeout_s=15)
+    assert_valid(report)
+    assert report.status == Status.GRADED, report.error
+    messages = [test.message for p in report.parts for test in p.tests if test.outcome == "timeout"]
+    assert any("total time limit of 4 s" in message for message in messages), messages
+    assert part(report, "combine_heads").score == part(report, "combine_heads").max_score  # runs before split's
+
+
+def _cgroups() -> set[str]:
+    parent = cgroups._parent()
+    return {path.name for path in parent.iterdir() if path.is_dir()} if parent else set()
+
+
+def test_a_killed_suite_process_leaves_no_scratch_cgroup_or_process(grade_source, tmp_path, monkeypatch):
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    cgroups_before = _cgroups()
+    flood_then_stall = mutant(REFERENCE, SPLIT_BODY, SPLIT_BODY + "    import os, time\n"
+                                                                  "    os.write(1, b'z' * 2**24)\n"
+                                                                  "    time.sleep(3)\n")
+    report = grade_source(flood_then_stall, total_timeout_s=6)  # the grader's own limit stops the suite
+    assert report.status == Status.GRADER_ERROR and "longer than 6 s" in report.error
+    assert list(scratch.iterdir()) == []
+    assert _cgroups() <= cgroups_before
+    assert survivors() == []
+
+
+# ---- one zygote for everyone -------------------------------------------------------------
+
+def test_killing_the_zygote_server_costs_the_next_student_nothing(grade_source):
+    # Without namespaces a student can find the grader's zygote server: its grandparent.
+    killer = ("import os, signal\n"
+              "zygote = int(open(f'/proc/{os.getppid()}/stat').read().rsplit(')', 1)[1].split()[1])\n"
+              "os.kill(zygote, signal.SIGKILL)\n")
+    server = ZygoteServer.shared().pid
+    report = grade_source(notebook_text(killer, REFERENCE), suffix=".ipynb", sandbox="off")
+    assert report.status == Status.GRADED, report.error
+    assert ZygoteServer.shared().pid != server  # killed, and started again
+    after = grade_source(REFERENCE)
+    assert after.status == Status.GRADED and after.score == after.max_score
