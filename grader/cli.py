@@ -91,7 +91,16 @@ def main(argv: list[str] | None = None) -> int:
     return _grade(_grade_parser().parse_args(argv), console)
 
 
+def _start_zygote_server() -> None:
+    """Start the zygote server (see grader.sandbox.zygote) before this process imports torch,
+    so that the two imports run side by side."""
+    from grader.sandbox.zygote import ZygoteServer
+
+    ZygoteServer.shared()
+
+
 def _grade(args: argparse.Namespace, console: Console) -> int:
+    _start_zygote_server()
     from grader.api import grade
     from grader.assignment import AssignmentError
     from grader.sandbox.isolation import SandboxUnavailable
@@ -115,6 +124,8 @@ def _grade(args: argparse.Namespace, console: Console) -> int:
 
 
 def _batch(args: argparse.Namespace, console: Console) -> int:
+    if args.executor == "local":
+        _start_zygote_server()
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     from grader.assignment import AssignmentError

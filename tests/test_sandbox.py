@@ -7,6 +7,7 @@ import shutil
 import socket
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -200,7 +201,8 @@ def test_watching_sees_a_builtin_softmax_however_it_is_called(session_for, call)
 def test_defined_helpers_build_objects_the_student_code_can_use(session_for):
     session = session_for("def step(model, optimizer, x):\n    optimizer.zero_grad()\n"
                           "    loss = model(x).pow(2).sum()\n    loss.backward()\n    optimizer.step()\n"
-                          "    return loss.item()\n")
+                          "    return loss.item()\n", limits=replace(LIMITS, call_timeout_s=20.0))
+    # The first optimizer imports torch._dynamo (over a second): a time limit is not what this tests.
     helpers = session.define("stock", "import torch\ndef make():\n    torch.manual_seed(0)\n"
                                       "    model = torch.nn.Linear(4, 1)\n"
                                       "    return model, torch.optim.SGD(model.parameters(), lr=0.01)\n")
