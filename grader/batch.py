@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import hashlib
 import io
 import json
 import os
@@ -23,13 +24,19 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.api import PendingGrade, file_sha256, resolve_device, start_grading
+from grader.api import PendingGrade, failed_report, file_sha256, resolve_device, start_grading
 from grader.assignment import Assignment
-from grader.report import SCHEMA_VERSION, GradeReport, Status, write_atomic
+from grader.report import SCHEMA_VERSION, GradeReport, Status, write_atomic, write_json
+from grader.sandbox.isolation import SandboxUnavailable
 from grader.sandbox.limits import Limits
+from grader.sanitize import for_csv
 
 SUMMARY_SCHEMA_VERSION = 1
 MOST_FREQUENT_HINTS = 10
+# Bytes in a report's file name: write_atomic's temporary ".NAME.XXXXXXXX.tmp" beside it must fit
+# in NAME_MAX (255) too.
+REPORT_NAME_MAX = 200
+_PLAIN_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyz0123456789._-")
 
 
 @dataclass
@@ -56,7 +63,25 @@ def discover(folder: Path) -> list[Path]:
 
 
 def report_path(out: Path, relative: Path) -> Path:
-    return out / "reports" / relative.parent / f"{relative.name}.json"
+    """Where the report of the submission at ``relative`` goes: ``out/reports/NAME.json``, NAME
+    one flat name per submission, so that no two share a report whatever their names."""
+    return out / "reports" / (report_name(relative) + ".json")
+
+
+def report_name(relative: Path) -> str:
+    """The path's bytes, percent-encoded but for lowercase letters, digits and ``._-``, so that
+    ``/`` (and ``%``) cannot collide, nor capitals on a case-insensitive disk; a name too long
+    for REPORT_NAME_MAX keeps its start and ends in ``~`` and a hash of the whole path (``~``
+    is always encoded otherwise, so no plain name looks like one)."""
+    raw = os.fsencode(relative.as_posix())  # undecodable names come back as the bytes on disk
+    name = "".join(chr(byte) if byte in _PLAIN_BYTES else f"%{byte:02X}" for byte in raw)
+    if len(name) + len(".json") <= REPORT_NAME_MAX:
+        return name
+    digest = hashlib.sha256(raw).hexdigest()[:32]
+    start = name[:REPORT_NAME_MAX - len(".json") - len("~") - len(digest)]
+    if "%" in start[-2:]:  # no escape cut in half: the start stays readable
+        start = start[:start.rindex("%")]
+    return f"{start}~{digest}"
 
 
 def read_report(path: Path) -> GradeReport | None:
@@ -117,7 +142,7 @@ def grade_batch(
                               sandbox=sandbox)
     with contextlib.closing(results):  # interrupted: the executor stops what still runs
         for relative, report in results:
-            report.write_json(report_path(out, relative))
+            report = _written(report, report_path(out, relative), assignment)
             reports[relative] = report
             if on_report:
                 on_report(relative, report)
@@ -125,25 +150,59 @@ def grade_batch(
                        time.monotonic() - started)
 
 
+def _written(report: GradeReport, path: Path, assignment: Assignment) -> GradeReport:
+    """``report``, written to ``path``; when it cannot be, a grader_error report that says why
+    (kept in grades.csv and summary.json even if it cannot be written either)."""
+    try:
+        report.write_json(path)
+        return report
+    except Exception as exc:  # noqa: BLE001 - one submission's failure is its report, never the batch's
+        failed = failed_report(assignment, report.submission, report.device,
+                               f"its report could not be written to {path}: {type(exc).__name__}: {exc}")
+        with contextlib.suppress(Exception):
+            failed.write_json(path)
+        return failed
+
+
 def run_locally(
     assignment: Assignment, folder: Path, todo: list[Path], *, jobs: int, device: str, limits: Limits, sandbox: str
 ) -> Iterator[tuple[Path, GradeReport]]:
-    """Grade on this machine, ``jobs`` submissions at a time, yielding each report when ready."""
+    """Grade on this machine, ``jobs`` submissions at a time, yielding each report when ready.
+    A submission whose grading fails in the grader gets a grader_error report; only Ctrl-C (or
+    a sandbox this machine cannot give, which no submission would get) stops the batch."""
     todo = list(todo)
     pending: dict[PendingGrade, Path] = {}
     try:
         while todo or pending:
             while todo and len(pending) < max(jobs, 1):
                 relative = todo.pop(0)
-                pending[start_grading(assignment, folder / relative, device=device, limits=limits,
-                                      sandbox=sandbox)] = relative
+                try:
+                    pending[start_grading(assignment, folder / relative, device=device, limits=limits,
+                                          sandbox=sandbox)] = relative
+                except SandboxUnavailable:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - e.g. fork failed: this submission's report says so
+                    yield relative, _grader_failed(assignment, folder / relative, device, "grading could not start",
+                                                   exc)
+            if not pending:
+                continue
             wait = max(min(job.deadline for job in pending) - time.monotonic(), 0)
             select.select(list(pending), [], [], wait)
             for job in [job for job in pending if job.poll() or time.monotonic() >= job.deadline]:
-                yield pending.pop(job), job.finish()
+                relative = pending.pop(job)
+                try:
+                    report = job.finish()
+                except Exception as exc:  # noqa: BLE001
+                    report = _grader_failed(assignment, folder / relative, device, "grading failed", exc)
+                yield relative, report
     finally:
         for job in pending:
             job.cancel()
+
+
+def _grader_failed(assignment: Assignment, submission: Path, device: str, what: str, exc: Exception) -> GradeReport:
+    """The report of a submission the grader failed on: regraded by the next run, as every grader_error is."""
+    return failed_report(assignment, str(submission), device, f"{what}: {type(exc).__name__}: {exc}")
 
 
 # ---- views of a batch ----------------------------------------------------------------
@@ -217,16 +276,18 @@ def gradebook_csv(result: BatchResult) -> str:
     """One row per submission: submission, status, total, then one column per part."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["submission", "status", "total", *result.assignment.parts])
+    rows = [["submission", "status", "total", *result.assignment.parts]]
     for relative, report in result.reports.items():
         scores = {part.id: part.score for part in report.parts}
-        writer.writerow([relative.as_posix(), report.status, f"{report.score:g}",
-                         *(f"{scores.get(part_id, 0):g}" for part_id in result.assignment.parts)])
+        rows.append([relative.as_posix(), report.status, f"{report.score:g}",
+                     *(f"{scores.get(part_id, 0):g}" for part_id in result.assignment.parts)])
+    # Submissions name themselves (a folder called =HYPERLINK(...)): no cell may be a formula.
+    writer.writerows([for_csv(cell) for cell in row] for row in rows)
     return buffer.getvalue()
 
 
 def write_outputs(result: BatchResult, out: Path) -> dict:
     summary = summarize(result)
-    write_atomic(out / "summary.json", json.dumps(summary, indent=2) + "\n")
+    write_json(out / "summary.json", summary)
     write_atomic(out / "grades.csv", gradebook_csv(result))
     return summary

@@ -2,7 +2,9 @@
 
 The page has no scripts and no external resources (it is mailed around and opened from
 disk): the plots are inline SVG drawn here. Hints and part names come from reports that
-student code can influence, so every piece of report text is escaped.
+student code can influence, so every piece of report text is escaped, and loses its control
+characters, which no HTML or XML (the inline SVG) may hold: :func:`_escape` on the page,
+:func:`grader.render.plain` on the terminal.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from rich.table import Table
 from rich.text import Text
 
 from grader.batch import ClassStatistics, Scores, class_statistics, read_report
+from grader.render import plain
+from grader.sanitize import for_terminal
 
 MAX_BINS = 10  # below full marks; whole-point scores out of up to 10 get a bar each
 HISTOGRAM_COLOUR = "#4c78a8"
@@ -52,12 +56,13 @@ class Bin:
 
 
 def load_class_data(folder: Path) -> ClassData:
-    """Every report under ``folder/reports``; a file that is not one is skipped and listed."""
+    """Every report in ``folder/reports`` (flat: see :func:`grader.batch.report_path`); a file
+    that is not one is skipped and listed."""
     reports_dir = folder / "reports"
     if not reports_dir.is_dir():
         raise ClassReportError(f"{folder} has no reports/ folder: give the --out folder of `grade batch`")
     reports, skipped = [], []
-    for path in sorted(p for p in reports_dir.rglob("*.json") if p.is_file()):
+    for path in sorted(p for p in reports_dir.glob("*.json") if p.is_file()):
         report = read_report(path)
         if report is None:
             skipped.append(path.relative_to(folder))
@@ -85,6 +90,10 @@ def histogram(scores: Scores) -> list[Bin]:
     highs = [*lows[1:], scores.max_score]
     return [Bin(low, high, count) for low, high, count in zip(lows, highs, counts)] + [
         Bin(scores.max_score, None, counts[bins])]
+
+
+def _escape(text: str) -> str:
+    return html.escape(for_terminal(text))
 
 
 def _counted(count: int, noun: str) -> str:
@@ -121,19 +130,19 @@ def render_html(data: ClassData) -> str:
     if data.skipped:
         names = ", ".join(path.as_posix() for path in data.skipped)
         skipped = (f'<p class="note">Skipped {_counted(len(data.skipped), "file")} that are not grade reports: '
-                   f"{html.escape(names)}</p>")
-    parts = "\n".join(f"<figure><figcaption>{html.escape(part_id)}</figcaption>{_histogram_svg(part_id, scores)}"
+                   f"{_escape(names)}</p>")
+    parts = "\n".join(f"<figure><figcaption>{_escape(part_id)}</figcaption>{_histogram_svg(part_id, scores)}"
                       "</figure>" for part_id, scores in stats.parts.items())
     return f"""<!DOCTYPE html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{html.escape(title)}</title>
+<title>{_escape(title)}</title>
 <style>{_CSS}</style>
 </head>
 <body>
-<h1>{html.escape(title)}</h1>
+<h1>{_escape(title)}</h1>
 <p>{counts}. Scores are those of the graded submissions.</p>
 {skipped}
 <h2>Total score</h2>
@@ -152,18 +161,18 @@ def render_html(data: ClassData) -> str:
 
 def _svg(width: int, height: int, label: str, body: list[str]) -> str:
     # No xmlns: inline SVG in HTML needs none, and the page holds no URL at all.
-    label = html.escape(label)
+    label = _escape(label)
     return (f'<svg width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" aria-label="{label}">'
             f"<title>{label}</title>{''.join(body)}</svg>")
 
 
 def _rect(x: float, y: float, width: float, height: float, kind: str, tooltip: str) -> str:
     return (f'<rect class="{kind}" x="{x:.1f}" y="{y:.1f}" width="{width:.1f}" height="{height:.1f}">'
-            f"<title>{html.escape(tooltip)}</title></rect>")
+            f"<title>{_escape(tooltip)}</title></rect>")
 
 
 def _text(x: float, y: float, text: str, anchor: str = "middle") -> str:
-    return f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}">{html.escape(text)}</text>'
+    return f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}">{_escape(text)}</text>'
 
 
 def _histogram_svg(name: str, scores: Scores) -> str:
@@ -205,7 +214,7 @@ def _mistakes_svg(hints: list[tuple[str, int]]) -> str:
 
 def _stats_table(stats: ClassStatistics) -> str:
     def row(name: str, scores: Scores) -> str:
-        cells = [html.escape(name), str(len(scores.values)), *_stat_cells(scores), f"{scores.max_score:g}"]
+        cells = [_escape(name), str(len(scores.values)), *_stat_cells(scores), f"{scores.max_score:g}"]
         return "<tr>" + "".join(f"<td>{cell}</td>" for cell in cells) + "</tr>"
 
     header = "".join(f"<th>{column}</th>" for column in STAT_COLUMNS)
@@ -231,13 +240,13 @@ def sparkline(scores: Scores) -> str:
 
 def class_table(data: ClassData) -> Group:
     stats = data.statistics
-    # Text, not str, wherever report text goes: rich would read it as markup.
-    table = Table(title=Text(f"Assignment {data.assignment}: {stats.submissions} submissions"), title_justify="left")
+    # plain(), not str, wherever report text goes: rich would read it as markup, a terminal run its escapes.
+    table = Table(title=plain(f"Assignment {data.assignment}: {stats.submissions} submissions"), title_justify="left")
     for column in (*STAT_COLUMNS, "0 … full marks"):
         table.add_column(column, justify="right" if column in STAT_COLUMNS[1:] else "left", no_wrap=True)
 
     def row(name: str, scores: Scores) -> None:
-        table.add_row(Text(name), str(len(scores.values)), *_stat_cells(scores), f"{scores.max_score:g}",
+        table.add_row(plain(name), str(len(scores.values)), *_stat_cells(scores), f"{scores.max_score:g}",
                       Text(sparkline(scores), style="blue"))
 
     for part_id, scores in stats.parts.items():
@@ -246,13 +255,13 @@ def class_table(data: ClassData) -> Group:
     row("total", stats.total)
     items: list = [table, Text(", ".join(f"{count} {status}" for status, count in stats.counts.items()))]
     if data.skipped:
-        items.append(Text(f"skipped {_counted(len(data.skipped), 'file')} that are not grade reports: "
-                          + ", ".join(path.as_posix() for path in data.skipped), style="yellow"))
+        items.append(plain(f"skipped {_counted(len(data.skipped), 'file')} that are not grade reports: "
+                           + ", ".join(path.as_posix() for path in data.skipped), style="yellow"))
     if stats.hints:
         mistakes = Table(title="Most frequent mistakes", title_justify="left")
         mistakes.add_column("count", justify="right")
         mistakes.add_column("part: hint", overflow="fold")
         for hint, count in stats.hints:
-            mistakes.add_row(str(count), Text(hint))
+            mistakes.add_row(str(count), plain(hint))
         items.append(mistakes)
     return Group(*items)

@@ -16,15 +16,26 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import os
 import sys
 import time
 from pathlib import Path
 
 from rich.console import Console
+from rich.text import Text
+
+from grader.render import plain
 
 EXIT_OK, EXIT_GRADER_ERROR, EXIT_USAGE = 0, 1, 2
+
+
+def _error(console: Console, message: object) -> None:
+    # Messages hold paths, and paths student names: shown as text, never markup ("hw[/].py").
+    console.print(Text("error: ", style="red") + plain(message))
+
+
+def _say(console: Console, message: object) -> None:
+    console.print(plain(message))
 
 
 def _grade_parser() -> argparse.ArgumentParser:
@@ -108,13 +119,13 @@ def _grade(args: argparse.Namespace, console: Console) -> int:
     from grader.report import Status
 
     if args.submission is not None and not args.submission.is_file():
-        console.print(f"[red]error:[/] no such submission file: {args.submission}")
+        _error(console, f"no such submission file: {args.submission}")
         return EXIT_USAGE
     try:
         report = grade(args.assignment, args.submission, device=args.device, limits=_limits(args),
                        sandbox=args.sandbox)
     except (AssignmentError, ValueError, SandboxUnavailable) as exc:
-        console.print(f"[red]error:[/] {exc}")
+        _error(console, exc)
         return EXIT_USAGE
     if args.json:
         report.write_json(args.json)
@@ -130,14 +141,15 @@ def _batch(args: argparse.Namespace, console: Console) -> int:
 
     from grader.assignment import AssignmentError
     from grader.batch import grade_batch, write_outputs
+    from grader.report import json_text
     from grader.sandbox.isolation import SandboxUnavailable
     from grader.render import summary_table
 
     if not args.folder.is_dir():
-        console.print(f"[red]error:[/] no such folder: {args.folder}")
+        _error(console, f"no such folder: {args.folder}")
         return EXIT_USAGE
     if args.executor == "ray" and importlib.util.find_spec("ray") is None:
-        console.print("[red]error:[/] --executor ray needs Ray: pip install 'transformer-grader[ray]'")
+        _error(console, "--executor ray needs Ray: pip install 'transformer-grader[ray]'")
         return EXIT_USAGE
     out = Console()
     progress = Progress(TextColumn("grading"), BarColumn(), MofNCompleteColumn(),
@@ -162,16 +174,17 @@ def _batch(args: argparse.Namespace, console: Console) -> int:
                                  limits=_limits(args), sandbox=args.sandbox, force=args.force, executor=args.executor,
                                  ray_address=args.ray_address, on_start=on_start, on_report=on_report)
     except (AssignmentError, ValueError, SandboxUnavailable) as exc:
-        console.print(f"[red]error:[/] {exc}")
+        _error(console, exc)
         return EXIT_USAGE
     except KeyboardInterrupt:
-        console.print("interrupted: the reports written so far are kept; run the same command to resume")
+        _say(console, "interrupted: the reports written so far are kept; run the same command to resume")
         return 130
     summary = write_outputs(result, args.out)
     if out.is_terminal:
         out.print(summary_table(summary))
     else:
-        print(json.dumps(summary))
+        # Not a terminal, but perhaps piped to one: ASCII, with every control character escaped.
+        print(json_text(summary, indent=None, ascii_only=True))
     return EXIT_GRADER_ERROR if summary["counts"]["grader_error"] else EXIT_OK
 
 
@@ -182,15 +195,15 @@ def _notebook(args: argparse.Namespace, console: Console) -> int:
     try:
         assignment = Assignment.load(args.assignment)
     except AssignmentError as exc:
-        console.print(f"[red]error:[/] {exc}")
+        _error(console, exc)
         return EXIT_USAGE
     if args.check:
         if notebook_is_current(assignment):
             return EXIT_OK
-        console.print(f"{assignment.notebook_path} is out of date; run: grade notebook {args.assignment}")
+        _say(console, f"{assignment.notebook_path} is out of date; run: grade notebook {args.assignment}")
         return EXIT_GRADER_ERROR
     write_notebook(assignment)
-    console.print(f"wrote {assignment.notebook_path}")
+    _say(console, f"wrote {assignment.notebook_path}")
     return EXIT_OK
 
 
@@ -203,20 +216,18 @@ def _report_parser() -> argparse.ArgumentParser:
 
 
 def _report(args: argparse.Namespace, console: Console) -> int:
-    from rich.markup import escape
-
     from grader.class_report import ClassReportError, class_table, load_class_data, render_html
     from grader.report import write_atomic
 
     try:
         data = load_class_data(args.results)
     except ClassReportError as exc:
-        console.print(f"[red]error:[/] {escape(str(exc))}")  # the message holds the folder's path
+        _error(console, exc)
         return EXIT_USAGE
     page = args.html or args.results / "report.html"
     write_atomic(page, render_html(data))
     Console().print(class_table(data))
-    console.print(f"wrote {page}")
+    _say(console, f"wrote {page}")
     return EXIT_OK
 
 
@@ -240,8 +251,6 @@ def _export_parser() -> argparse.ArgumentParser:
 
 
 def _export(args: argparse.Namespace, console: Console) -> int:
-    from rich.markup import escape
-
     from grader.assignment import AssignmentError
     from grader.export import ExportError
     from grader.export.classroom_workflow import write_workflow
@@ -253,9 +262,9 @@ def _export(args: argparse.Namespace, console: Console) -> int:
         else:
             write_workflow(args.assignment, args.out, args.grader_source)
     except (AssignmentError, ExportError) as exc:
-        console.print(f"[red]error:[/] {escape(str(exc))}")
+        _error(console, exc)
         return EXIT_USAGE
-    console.print(f"wrote {escape(str(args.out))}")
+    _say(console, f"wrote {args.out}")
     return EXIT_OK
 
 
@@ -269,20 +278,18 @@ def _release_parser() -> argparse.ArgumentParser:
 
 
 def _release(args: argparse.Namespace, console: Console) -> int:
-    from rich.markup import escape
-
     from grader.assignment import AssignmentError
     from grader.release import ReleaseError, release
 
     try:
         folder, archive = release(args.assignment, args.out)
     except AssignmentError as exc:
-        console.print(f"[red]error:[/] {escape(str(exc))}")
+        _error(console, exc)
         return EXIT_USAGE
     except ReleaseError as exc:  # like `grade notebook --check`: the handout needs fixing first
-        console.print(f"[red]error:[/] {escape(str(exc))}")
+        _error(console, exc)
         return EXIT_GRADER_ERROR
-    console.print(f"wrote {escape(str(folder))} and {escape(str(archive))}")
+    _say(console, f"wrote {folder} and {archive}")
     return EXIT_OK
 
 

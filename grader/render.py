@@ -1,4 +1,9 @@
-"""Rich views of a :class:`~grader.report.GradeReport`."""
+"""Rich views of a :class:`~grader.report.GradeReport`.
+
+Whatever in a report the student controls (file names, messages, hints that quote them,
+notes, output) is shown with :func:`plain`: as text, never markup, and with no control
+character, so that it cannot run escape sequences on the terminal.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,13 @@ from rich.table import Table
 from rich.text import Text
 
 from grader.report import GradeReport, PartResult, Status
+from grader.sanitize import for_terminal
+
+
+def plain(text: object, style: str = "") -> Text:
+    """``text`` as rich shows it literally: a "[/]" is no markup, an escape sequence is no
+    command to the terminal (shown with ``?`` for each control character)."""
+    return Text(for_terminal(str(text)), style=style)
 
 
 def part_problem(part: PartResult) -> str:
@@ -20,14 +32,14 @@ def part_problem(part: PartResult) -> str:
 
 
 def report_table(report: GradeReport) -> Table:
-    # Text, never markup: file names and messages come from the student (a "[/]" would crash rich).
-    table = Table(title=Text(f"Assignment {report.assignment}: {report.submission}"), title_justify="left")
+    table = Table(title=plain(f"Assignment {report.assignment}: {report.submission}"), title_justify="left")
     table.add_column("part")
     table.add_column("score", justify="right")
     table.add_column("what is probably wrong", overflow="fold")
     for part in report.parts:
         style = "green" if part.score >= part.max_score > 0 else "red" if part.score == 0 else "yellow"
-        table.add_row(part.id, Text(f"{part.score:g} / {part.max_score:g}", style=style), Text(part_problem(part)))
+        table.add_row(plain(part.id), Text(f"{part.score:g} / {part.max_score:g}", style=style),
+                      plain(part_problem(part)))
     table.add_section()
     table.add_row(Text("total", style="bold"), Text(f"{report.score:g} / {report.max_score:g}", style="bold"), "")
     return table
@@ -37,14 +49,14 @@ def render_report(report: GradeReport, verbose: bool = False) -> RenderableType:
     items: list[RenderableType] = []
     if report.status != Status.GRADED:
         label = "Not gradable" if report.status == Status.UNGRADABLE else "Grader error"
-        items.append(Text(f"{label}: {report.error}", style="bold red"))
+        items.append(plain(f"{label}: {report.error}", style="bold red"))
     items.append(report_table(report))
     for note in report.notes:
-        items.append(Text(f"note: {note}", style="yellow"))
+        items.append(plain(f"note: {note}", style="yellow"))
     if verbose:
         items.extend(_failures(report))
         if report.output:
-            items.append(Text("your code printed:\n" + report.output, style="dim"))
+            items.append(plain("your code printed:\n" + report.output, style="dim"))
     items.append(Text(f"graded on {report.device} in {report.duration_s:.1f} s", style="dim"))
     return Group(*items)
 
@@ -54,22 +66,23 @@ def _failures(report: GradeReport) -> list[Text]:
     for part in report.parts:
         for test in part.tests:
             if test.outcome != "passed":
-                lines.append(Text(f"{part.id} / {test.name}: {test.outcome}: {test.message}"))
+                lines.append(plain(f"{part.id} / {test.name}: {test.outcome}: {test.message}"))
     return lines
 
 
 def summary_table(summary: dict) -> Group:
     """The end-of-batch view of ``grader.batch.summarize``'s data."""
-    table = Table(title=f"Assignment {summary['assignment']}: {summary['submissions']} submissions",
+    table = Table(title=plain(f"Assignment {summary['assignment']}: {summary['submissions']} submissions"),
                   title_justify="left")
     for column in ("part", "mean", "median", "max"):
         table.add_column(column, justify="left" if column == "part" else "right")
 
     def row(name: str, stats: dict) -> None:
         if stats["mean"] is None:
-            table.add_row(name, "-", "-", "-")
+            table.add_row(plain(name), "-", "-", "-")
         else:
-            table.add_row(name, *(f"{stats[key]:.3g} / {stats['max_score']:g}" for key in ("mean", "median", "max")))
+            table.add_row(plain(name),
+                          *(f"{stats[key]:.3g} / {stats['max_score']:g}" for key in ("mean", "median", "max")))
 
     for part_id, stats in summary["parts"].items():
         row(part_id, stats)
@@ -82,5 +95,5 @@ def summary_table(summary: dict) -> Group:
                          + (f"; {per:.2f} s per submission" if per else ""))]
     if summary["hints"]:
         lines.append(Text("most frequent hints:", style="bold"))
-        lines += [Text(f"  {item['count']:>4}  {item['hint']}") for item in summary["hints"]]
+        lines += [plain(f"  {item['count']:>4}  {item['hint']}") for item in summary["hints"]]
     return Group(*lines)

@@ -11,6 +11,9 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import Any
+
+from grader.sanitize import clean, each_string
 
 SCHEMA_VERSION = 1
 
@@ -90,7 +93,19 @@ class GradeReport:
 
     def write_json(self, path: Path) -> None:
         """Write atomically: a reader never sees half a report."""
-        write_atomic(path, json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n")
+        write_json(path, self.to_dict())
+
+
+def json_text(data: Any, *, indent: int | None = 2, ascii_only: bool = False) -> str:
+    """``data`` as JSON that every parser accepts. Its strings may hold what a submission wrote,
+    lone surrogates included (an exception message, an undecodable file name), which UTF-8
+    cannot encode: they become U+FFFD."""
+    return json.dumps(each_string(data, clean), indent=indent, ensure_ascii=ascii_only)
+
+
+def write_json(path: Path, data: Any) -> None:
+    """Every JSON file the grader writes goes through here: atomically, and valid."""
+    write_atomic(path, json_text(data) + "\n")
 
 
 def write_atomic(path: Path, text: str) -> None:

@@ -11,12 +11,16 @@ here, and every view of a report uses it:
   redraw a table or write the clipboard (OSC 52);
 - :func:`for_csv`: a cell a spreadsheet will not run as a formula.
 
-HTML is escaped where it is written (:mod:`html`), after :func:`for_terminal`.
+HTML is escaped where it is written (:mod:`html`), after :func:`for_terminal`. JSON data (a
+report, a summary, Gradescope's results) gets a rule for each of its strings with
+:func:`each_string`.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from typing import Any
 
 # C0 controls but tab and newline, DEL, and C1 controls (0x80-0x9f: CSI, OSC and the rest).
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -45,3 +49,15 @@ def for_csv(cell: str) -> str:
     leading apostrophe (OWASP's advice for CSV injection)."""
     cell = for_terminal(cell)
     return "'" + cell if cell.startswith(_FORMULA_START) else cell
+
+
+def each_string(data: Any, rule: Callable[[str], str]) -> Any:
+    """JSON-like ``data`` (dicts, lists, strings, numbers) with ``rule`` applied to every
+    string in it, keys included."""
+    if isinstance(data, str):
+        return rule(data)
+    if isinstance(data, dict):
+        return {each_string(key, rule): each_string(value, rule) for key, value in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [each_string(item, rule) for item in data]
+    return data

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from grader.batch import MOST_FREQUENT_HINTS, Scores
+from grader.batch import MOST_FREQUENT_HINTS, Scores, report_path
 from grader.class_report import (HISTOGRAM_COLOUR, MISTAKE_COLOUR, ClassReportError, class_table, histogram,
                                  load_class_data, render_html)
 from grader.cli import main
@@ -62,11 +62,10 @@ def results(tmp_path) -> Path:
     """A `grade batch` results folder, with files under reports/ that are not reports."""
     folder = tmp_path / "results"
     for name, report in CLASS.items():
-        make_report(name, *report).write_json(folder / "reports" / f"{name}.json")
+        make_report(name, *report).write_json(report_path(folder, Path(name)))
     (folder / "reports/broken.json").write_text('{"schema_version": 1, "assign')
-    (folder / "reports/zoe").mkdir()
-    (folder / "reports/zoe/list.json").write_text("[1, 2]")
-    (folder / "reports/zoe/summary.json").write_text(json.dumps({"schema_version": 1, "submissions": 3}))
+    (folder / "reports/list.json").write_text("[1, 2]")
+    (folder / "reports/summary.json").write_text(json.dumps({"schema_version": 1, "submissions": 3}))
     (folder / "summary.json").write_text("{}")  # outside reports/: not looked at
     return folder
 
@@ -147,7 +146,7 @@ def test_only_the_most_frequent_mistakes_are_kept(tmp_path):
 def test_files_that_are_not_reports_are_skipped_and_listed(results):
     data = load_class_data(results)
     assert sorted(p.as_posix() for p in data.skipped) == [
-        "reports/broken.json", "reports/zoe/list.json", "reports/zoe/summary.json"]
+        "reports/broken.json", "reports/list.json", "reports/summary.json"]
 
 
 @pytest.mark.parametrize("files, message", [

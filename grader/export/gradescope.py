@@ -15,7 +15,6 @@ grader becomes a score of 0 with a message saying so.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 import traceback
@@ -26,7 +25,8 @@ from grader.api import grade
 from grader.assignment import Assignment
 from grader.batch import discover
 from grader.export.feedback import grader_failed, part_feedback, part_passed, part_score, summary
-from grader.report import GradeReport, write_atomic
+from grader.report import GradeReport, write_json
+from grader.sanitize import each_string, for_terminal
 
 RESULTS = Path("results/results.json")  # under the autograder root
 VISIBLE = "visible"
@@ -52,7 +52,9 @@ def failure_results(message: str) -> dict:
 
 
 def _results(score: float, output: str, tests: list[dict], duration_s: float) -> dict:
-    return {
+    # Student text (output, messages, file names) without control characters, as valid Unicode:
+    # Gradescope shows it to the student and the course staff.
+    return each_string({
         "score": score,
         "execution_time": math.ceil(duration_s),
         "output": output,
@@ -63,7 +65,7 @@ def _results(score: float, output: str, tests: list[dict], duration_s: float) ->
         # run_autograder's own output holds the grader's warnings and tracebacks: for instructors.
         "stdout_visibility": "hidden",
         "tests": tests,
-    }
+    }, for_terminal)
 
 
 def find_submission(folder: Path, assignment: Assignment) -> Path | None:
@@ -95,7 +97,7 @@ def run(root: Path, assignment_dir: Path) -> None:
     except Exception as exc:  # noqa: BLE001 - Gradescope shows students nothing without results.json
         traceback.print_exc()  # to Gradescope's log of run_autograder, which instructors see
         results = failure_results(grader_failed(f"{type(exc).__name__}: {exc}"))
-    write_atomic(root / RESULTS, json.dumps(results, indent=2, ensure_ascii=False) + "\n")
+    write_json(root / RESULTS, results)
 
 
 def main(argv: list[str] | None = None) -> int:
