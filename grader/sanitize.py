@@ -25,7 +25,7 @@ from typing import Any
 # C0 controls but tab and newline, DEL, and C1 controls (0x80-0x9f: CSI, OSC and the rest).
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_FORMULA_START = ("=", "+", "-", "@", "\t")  # and CR, which for_terminal has already replaced
 
 
 def clean(text: str, limit: int | None = None) -> str:
