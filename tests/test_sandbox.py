@@ -25,7 +25,7 @@ from grader.sandbox.session import (
     StudentTimeout,
 )
 from grader.sandbox.workspace import Workspace
-from grader.sandbox.zygote import Zygote
+from grader.sandbox.zygote import SERVER_ENV, Zygote, ZygoteServer
 from tests.conftest import alive, descendants
 
 LIMITS = Limits(call_timeout_s=2.0, cell_timeout_s=1.0, memory_bytes=1 * 2**30, output_bytes=1000)
@@ -116,6 +116,24 @@ def test_no_process_outlives_the_session(session_for):
     while any(alive(pid) for pid in started) and time.monotonic() < deadline:
         time.sleep(0.02)
     assert not [pid for pid in started if alive(pid)]
+
+
+def test_the_zygote_server_is_a_fresh_interpreter_with_almost_no_environment(monkeypatch):
+    # What every student process starts from: not a fork of the grader, which holds the
+    # hidden suites, the reference, other submissions and its environment.
+    monkeypatch.setenv("GRADER_TOKEN", "s3cret")
+    server = ZygoteServer.start()
+    try:
+        deadline = time.monotonic() + 10  # /proc shows the new program once exec has finished
+        while b"serve_forever" not in Path(f"/proc/{server.pid}/cmdline").read_bytes():  # exec'd, not forked
+            assert time.monotonic() < deadline and server.alive()
+            time.sleep(0.01)
+        environ = Path(f"/proc/{server.pid}/environ").read_bytes().split(b"\0")
+        names = {entry.split(b"=")[0].decode() for entry in environ if entry}
+        assert names <= {*SERVER_ENV, "PYTHONPATH", "PYTORCH_NVML_BASED_CUDA_CHECK"} and "GRADER_TOKEN" not in names
+    finally:
+        server.stop()
+    assert not alive(server.pid)
 
 
 def _is_sleep(pid: int) -> bool:
