@@ -19,7 +19,7 @@ from pathlib import Path
 from grader.sandbox.cgroups import PidsCgroup
 from grader.sandbox.isolation import Isolation
 from grader.sandbox.limits import Limits
-from grader.sandbox.zygote import ZygoteConfig, ZygoteServer
+from grader.sandbox.zygote import ZygoteConfig, ZygoteServer, ZygoteUnavailable
 
 _serial = itertools.count()
 
@@ -37,7 +37,11 @@ class Workspace:
         try:
             if isolation.pids_cgroup:
                 cgroup = PidsCgroup.create(f"submission-{os.getpid()}-{next(_serial)}", limits.processes)
-            return cls(ZygoteServer.shared().connect(preload), scratch_root, cgroup)
+            try:
+                control = ZygoteServer.shared().connect(preload)
+            except ZygoteUnavailable:  # it died since it was last used: shared() starts another
+                control = ZygoteServer.shared().connect(preload)
+            return cls(control, scratch_root, cgroup)
         except BaseException:
             if cgroup is not None:
                 cgroup.remove()

@@ -72,13 +72,14 @@ class ZygoteServer:
     def __init__(self, process: subprocess.Popen, control: socket.socket):
         self._process = process
         self._control = control
+        self._owner = os.getpid()  # a forked copy of this object is not a server of the fork's
 
     @classmethod
     def shared(cls) -> ZygoteServer:
         """This process's server, started (again) if it is not running."""
         with cls._lock:
-            if cls._shared is None or not cls._shared.alive():
-                if cls._shared is not None:
+            if cls._shared is None or cls._shared._owner != os.getpid() or not cls._shared.alive():
+                if cls._shared is not None and cls._shared._owner == os.getpid():
                     cls._shared.stop()
                 cls._shared = cls.start()
                 atexit.register(cls._shared.stop)
