@@ -614,3 +614,11 @@ def test_recv_header_with_huge_integer_raises_protocolerror(pair):
 def test_decode_rejects_a_boolean_handle_id():
     with pytest.raises(ProtocolError):
         decode({"$handle": True, "type": "Module"}, {})
+
+
+def test_send_to_a_peer_that_stops_reading_raises_deadline(pair):
+    writer, _ = pair  # the reader never reads: the socket's buffers fill
+    start = time.monotonic()
+    with pytest.raises(Deadline):
+        send(writer, {"value": "x" * 2**22}, deadline=time.monotonic() + 0.2)
+    assert time.monotonic() - start < 3.0

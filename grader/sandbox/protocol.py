@@ -83,13 +83,19 @@ class Handle:
 # ---- framing ----------------------------------------------------------------------
 
 
-def send(sock: socket.socket, header: dict, tensors: dict[str, torch.Tensor] | None = None) -> None:
+def send(sock: socket.socket, header: dict, tensors: dict[str, torch.Tensor] | None = None,
+         deadline: float | None = None) -> None:
+    """Write one message; a peer that stops reading makes it raise :class:`Deadline` at ``deadline``."""
     header_bytes = json.dumps(header).encode()
     payload = save_tensors(tensors) if tensors else b""
-    sock.sendall(_PREFIX.pack(len(header_bytes), len(payload)))
-    sock.sendall(header_bytes)
-    if payload:
-        sock.sendall(payload)
+    sock.settimeout(None if deadline is None else max(deadline - time.monotonic(), 1e-3))
+    try:
+        sock.sendall(_PREFIX.pack(len(header_bytes), len(payload)))
+        sock.sendall(header_bytes)
+        if payload:
+            sock.sendall(payload)
+    except TimeoutError:
+        raise Deadline() from None
 
 
 def _recv_exactly(sock: socket.socket, size: int, deadline: float | None) -> bytearray:

@@ -184,7 +184,7 @@ class StudentSession:
         deadline, budget_bound = self._deadline(self.limits.call_timeout_s)
         started = time.monotonic()
         try:
-            protocol.send(child.sock, header, encoder.tensors)
+            protocol.send(child.sock, header, encoder.tensors, deadline)
             reply, tensors = protocol.recv(child.sock, deadline)
             status = reply.get("status")
             if self._watch and isinstance(reply.get("ops"), list):
@@ -259,7 +259,8 @@ class StudentSession:
             child.output_from = -1
             loading = _Loading(self, child)
             try:
-                protocol.send(child.sock, {"program": self._program.to_dict(), "skip": sorted(self._skip)})
+                protocol.send(child.sock, {"program": self._program.to_dict(), "skip": sorted(self._skip)},
+                              deadline=loading.started + self.limits.cell_timeout_s)
                 loading.follow()
                 self._printed_through = len(self._program.cells)
                 return child
