@@ -1,16 +1,22 @@
 """Read a submission (a ``.py`` file or a Jupyter notebook) into a :class:`Program`.
 
-Nothing here runs student code: files are decoded and parsed only. A file that cannot be
-graded at all raises :class:`Ungradable` with a message for the student; a notebook cell
+Nothing here runs student code: files are read, decoded and parsed only. A file that cannot
+be graded at all raises :class:`Ungradable` with a message for the student; a notebook cell
 that cannot run is dropped with a note, and the other cells still run.
+
+The trusted grader reads submissions only through :func:`read_submission`: hashing, picking,
+parsing and shipping a submission all start from the bytes it returns.
 """
 
 from __future__ import annotations
 
 import ast
 import codecs
+import errno
+import hashlib
 import io
 import json
+import os
 import re
 import stat
 import tokenize
@@ -49,28 +55,77 @@ SUBMISSION_SUFFIXES = (".py", ".ipynb")
 
 
 def load_submission(path: Path) -> Program:
-    if path.suffix not in SUBMISSION_SUFFIXES:
-        raise Ungradable(f"{path.name} is not a submission: expected a .py or .ipynb file")
-    text = decode_text(_read_bytes(path, MAX_NOTEBOOK_BYTES if path.suffix == ".ipynb" else MAX_SOURCE_BYTES))
+    """The program in the file at ``path``."""
+    return parse_submission(path.name, read_submission(path))
+
+
+def read_submission(path: Path) -> bytes:
+    """The bytes of the file at ``path``, read once, or :class:`Ungradable` saying why not.
+
+    The grader reads with its own rights, before any sandbox: so a link is never followed
+    (a student's archive or repository can hold one to the reference), and the type and
+    size are checked on the open file before a byte is read (a FIFO would block, /dev/zero
+    never ends, a sparse file of terabytes costs no disk).
+    """
+    try:
+        # O_NONBLOCK: opening a FIFO does not wait for a writer.
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY)
+    except OSError as exc:
+        raise Ungradable(_why_unopened(path, exc)) from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise Ungradable(f"{path.name} is not a regular file")
+        limit = size_limit(path.name)
+        if info.st_size > limit:
+            raise Ungradable(f"the file is too large ({info.st_size} bytes; the limit is {limit})")
+        with open(fd, "rb", closefd=False) as file:
+            data = file.read(limit + 1)  # one byte over tells a file that grew since fstat, without reading on
+    except OSError as exc:
+        raise Ungradable(f"the file cannot be read: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise Ungradable(f"the file is too large (it grew past the limit of {limit} bytes while it was read)")
+    return data
+
+
+def _why_unopened(path: Path, exc: OSError) -> str:
+    if exc.errno == errno.ELOOP:  # what O_NOFOLLOW answers for a link
+        return f"{path.name} is a link, not a regular file: submit the file itself, not a link to it"
+    return f"the file cannot be read: {exc.strerror or exc}"
+
+
+def size_limit(name: str) -> int:
+    """The most the grader reads of a file called ``name``; a file that is neither a module
+    nor a notebook is read only to be hashed."""
+    return MAX_SOURCE_BYTES if Path(name).suffix == ".py" else MAX_NOTEBOOK_BYTES
+
+
+def submission_sha256(data: bytes) -> str:
+    """The content hash a report carries: batch grading regrades a file whose hash changed."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def parse_submission(name: str, data: bytes) -> Program:
+    """The program in ``data``, the bytes of a file called ``name`` (from :func:`read_submission`)."""
+    suffix = Path(name).suffix
+    if suffix not in SUBMISSION_SUFFIXES:
+        raise Ungradable(f"{name} is not a submission: expected a .py or .ipynb file")
+    _check_text(data)
+    text = decode_text(data)
     if not text.strip():
         raise Ungradable("the file is empty")
-    if path.suffix == ".ipynb":
+    if suffix == ".ipynb":
         return _notebook_program(text)
-    return _module_program(text, path.name)
+    return _module_program(text, name)
 
 
-def _read_bytes(path: Path, limit: int) -> bytes:
-    info = path.stat()
-    if not stat.S_ISREG(info.st_mode):  # a FIFO would block and /dev/zero never ends
-        raise Ungradable(f"{path.name} is not a regular file")
-    if info.st_size > limit:
-        raise Ungradable(f"the file is too large ({info.st_size} bytes; the limit is {limit})")
-    data = path.read_bytes()
+def _check_text(data: bytes) -> None:
     if _is_utf16_or_32(data[:8192]):
         raise Ungradable("the file is saved as UTF-16 or UTF-32 text: save it as UTF-8 and submit it again")
     if b"\x00" in data[:8192]:
         raise Ungradable("the file is binary, not Python source or a notebook")
-    return data
 
 
 def _is_utf16_or_32(head: bytes) -> bool:
