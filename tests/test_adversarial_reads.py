@@ -189,3 +189,27 @@ def test_the_ray_driver_neither_follows_links_nor_reads_huge_files(tmp_path, mon
     reports = {path.as_posix(): report for path, report in result.reports.items()}
     assert_refused_as_link(reports["alice/attention.py"])
     assert_refused_as_too_large(reports["bob/attention.py"])
+
+
+# ---- notebooks -----------------------------------------------------------------------------
+
+
+def test_a_notebook_of_countless_markdown_cells_is_refused_before_nbformat_sees_it(tmp_path, monkeypatch):
+    handed_to_nbformat = []
+
+    def spy(*args, **kwargs):
+        handed_to_nbformat.append(args)
+        raise AssertionError("nbformat was handed the notebook")
+
+    monkeypatch.setattr(nbformat, "reads", spy)
+    monkeypatch.setattr(nbformat, "validate", spy)
+    markdown = {"cell_type": "markdown", "metadata": {}, "source": ""}
+    code = {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
+            "source": REFERENCE_MODULE.read_text()}
+    notebook = {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [markdown] * 200_000 + [code]}
+    path = tmp_path / "attention.ipynb"
+    path.write_text(json.dumps(notebook))  # about 11 MiB: under the size limit, so only the cells can stop it
+    report = grade(ASSIGNMENT_01, path, device="cpu", limits=TEST_LIMITS)
+    assert_valid(report)
+    assert report.status == Status.UNGRADABLE and "too many cells" in report.error, (report.status, report.error)
+    assert handed_to_nbformat == []

@@ -173,7 +173,8 @@ def test_a_file_over_its_size_limit_is_refused_before_a_byte_is_read(tmp_path, n
     before = bytes_read()
     message = refusal(path)
     assert bytes_read() - before < 2**20
-    assert message == f"the file is too large ({16 * 2**30} bytes; the limit is {getattr(ingest, limit)})"
+    assert message.startswith(f"the file is too large ({16 * 2**30} bytes; the limit is {getattr(ingest, limit)})")
+    assert ("outputs" in message) == name.endswith(".ipynb")  # what makes a notebook large
 
 
 def test_a_file_that_grew_since_its_size_was_checked_is_refused_not_read_on(tmp_path, monkeypatch):
@@ -392,6 +393,49 @@ def test_nbformat_v3_notebook_is_upgraded_and_read(tmp_path):
     }
     program = load(tmp_path, json.dumps(notebook), "solution.ipynb")
     assert program == Program("notebook", (Cell("x = 1", "cell 2"),), ())
+
+
+def test_notebook_with_more_cells_than_the_limit_is_ungradable_before_any_cell_is_read(tmp_path, monkeypatch):
+    monkeypatch.setattr(ingest, "MAX_NOTEBOOK_CELLS", 3)
+    assert len(load_notebook(tmp_path, "x = 1", new_markdown_cell(""), "y = 2").cells) == 2
+    with pytest.raises(Ungradable, match=r"too many cells \(4; the limit is 3\)"):
+        load_notebook(tmp_path, "x = 1", new_markdown_cell(""), "y = 2", "z = 3")
+
+
+@pytest.fixture
+def handed_to_nbformat(monkeypatch) -> list[dict]:
+    """The notebooks nbformat.reads is handed (it still reads them)."""
+    handed = []
+    reads = nbformat.reads
+
+    def spy(text, *args, **kwargs):
+        handed.append(json.loads(text))
+        return reads(text, *args, **kwargs)
+
+    monkeypatch.setattr(nbformat, "reads", spy)
+    return handed
+
+
+def test_nbformat_4_notebook_is_read_without_nbformat(tmp_path, handed_to_nbformat):
+    program = load_notebook(tmp_path, new_markdown_cell("# Title"), "x = 1")
+    assert program.cells == (Cell("x = 1", "cell 2"),) and handed_to_nbformat == []
+
+
+def test_old_notebook_is_upgraded_from_what_the_grader_reads_only(tmp_path, handed_to_nbformat):
+    """Outputs, prose and metadata never reach nbformat; nor does a heading's level, which it
+    would expand into that many '#': 10**9 of them took 1.9 GiB."""
+    code = {"cell_type": "code", "input": "x = 1", "language": "python", "prompt_number": 3,
+            "outputs": [{"output_type": "stream", "text": "noise" * 1000}],
+            "metadata": {"tags": ["t", 5], "big": [0] * 999}}
+    heading = {"cell_type": "heading", "level": 10**9, "source": "Title", "metadata": {}}
+    notebook = {"nbformat": 3, "nbformat_minor": 0, "metadata": {"big": [0] * 999},
+                "worksheets": [{"metadata": {}, "cells": [heading, "not a cell", code]}]}
+    program = load(tmp_path, json.dumps(notebook), "solution.ipynb")
+    assert program == Program("notebook", (Cell("x = 1", "cell 2"),), ())
+    [handed] = handed_to_nbformat
+    assert handed == {"nbformat": 3, "nbformat_minor": 0, "metadata": {}, "worksheets": [{"metadata": {}, "cells": [
+        {"cell_type": "markdown", "metadata": {}, "source": ""},
+        {"cell_type": "code", "outputs": [], "input": "x = 1", "metadata": {"tags": ["t"]}}]}]}
 
 
 def test_notebook_with_utf8_bom_is_read(tmp_path):
