@@ -156,6 +156,16 @@ def test_a_huge_sparse_file_is_ungradable_unread_through_grade_batch(tmp_path):
     assert_refused_as_too_large(reports["alice/attention.py"])
 
 
+def test_a_huge_sparse_file_is_ungradable_unread_on_gradescope(tmp_path):
+    # 2 GiB, not 16: picking the working copy once read it whole into memory.
+    hand_in_sparse(tmp_path / "submission", 2 * 2**30)
+    before = bytes_read()
+    gradescope.run(tmp_path, ASSIGNMENT_01)
+    assert bytes_read() - before < READ_BUDGET, "the grader read the 2 GiB file"
+    results = json.loads((tmp_path / "results" / "results.json").read_text())
+    assert results["score"] == 0 and results["tests"] and "too large" in results["output"], results
+
+
 # ---- the Ray executor's driver ---------------------------------------------------------------
 
 
