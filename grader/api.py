@@ -8,10 +8,7 @@ where the report is written: :meth:`grader.report.GradeReport.write_json`.
 
 from __future__ import annotations
 
-import hashlib
 import importlib
-import os
-import stat
 import time
 from dataclasses import dataclass
 from importlib import metadata
@@ -21,7 +18,7 @@ import torch
 
 from grader import scoring
 from grader.assignment import REFERENCE_DIR, Assignment
-from grader.ingest import Program, Ungradable, load_submission
+from grader.ingest import Program, Ungradable, parse_submission, read_submission, submission_sha256
 from grader.report import GradeReport, Outcome, Status, TestResult
 from grader.runner import ForkedRun, SuiteError, preload_suite, run_suite
 from grader.sandbox.isolation import choose
@@ -136,15 +133,16 @@ def start_grading(
 
     error = None
     program: Program | None = None
+    sha256 = ""
     try:
-        program = load_submission(path)
+        data = read_submission(path)
+        sha256 = submission_sha256(data)  # of the very bytes graded
+        program = parse_submission(path.name, data)
     except Ungradable as exc:
         error = str(exc)
-    except OSError as exc:
-        error = f"the file cannot be read: {exc.strerror or exc}"
     layers = isolation.layers() if program else []
     run = _start_suite(assignment, program, limits, device, isolation, total_timeout_s)
-    return PendingGrade(assignment, str(submission if submission is not None else path), file_sha256(path),
+    return PendingGrade(assignment, str(submission if submission is not None else path), sha256,
                         Status.GRADED if program else Status.UNGRADABLE, error, device, layers, started, run)
 
 
@@ -175,18 +173,6 @@ def _fail(message: str) -> dict:
 def failed_report(assignment: Assignment, submission: str, device: str, error: str) -> GradeReport:
     """The report for a submission the grader could not run at all."""
     return build_report(assignment, submission, Status.GRADER_ERROR, error, NO_RESULT, device, 0.0, [])
-
-
-def file_sha256(path: Path) -> str:
-    """The content hash batch grading uses to tell a changed submission; "" if unreadable,
-    or not a regular file (a FIFO would block, /dev/zero never ends)."""
-    try:
-        with open(path, "rb", opener=lambda name, flags: os.open(name, flags | os.O_NONBLOCK)) as file:
-            if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
-                return ""
-            return hashlib.file_digest(file, "sha256").hexdigest()
-    except OSError:
-        return ""
 
 
 def build_report(

@@ -6,10 +6,13 @@ stub module, the notebook, the public tests and the hidden suite are checked aga
 
 from __future__ import annotations
 
+import os
 import tomllib
 from dataclasses import dataclass
 from importlib.util import find_spec
 from pathlib import Path
+
+from grader.ingest import Ungradable, read_submission
 
 # What locates the reference: grader/release.py ships no module that imports one of these.
 REFERENCE_LOCATORS = ("reference_dir", "REFERENCE_DIR")
@@ -86,11 +89,18 @@ class Assignment:
 
     def working_copy(self) -> Path:
         """The student's copy to grade: the module or the notebook, whichever holds more of
-        their work (fewer stubs still raising NotImplementedError); the module on a tie."""
-        def stubs_left(path: Path) -> int:
-            return path.read_text(encoding="utf-8", errors="replace").count("NotImplementedError")
+        their work (fewer stubs still raising NotImplementedError); the module on a tie.
 
-        module, notebook = self.module_path, self.notebook_path
-        if notebook.is_file() and (not module.is_file() or stubs_left(notebook) < stubs_left(module)):
-            return notebook
-        return module
+        Both are read as they are graded (a link is never followed), since the folder may be
+        a student's upload (Gradescope): a file the grader refuses to read is never picked over
+        one it reads.
+        """
+        def work_left(path: Path) -> tuple[int, int]:
+            """Least for most work done: a file read, by its stubs left; then a file refused (a
+            link, too large), whose report will say why; then no file at all."""
+            try:
+                return 0, read_submission(path).count(b"NotImplementedError")
+            except Ungradable:
+                return (1 if os.path.lexists(path) else 2), 0
+
+        return min((self.module_path, self.notebook_path), key=work_left)

@@ -24,8 +24,9 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.api import PendingGrade, failed_report, file_sha256, resolve_device, start_grading
+from grader.api import PendingGrade, failed_report, resolve_device, start_grading
 from grader.assignment import Assignment
+from grader.ingest import Ungradable, read_submission, submission_sha256
 from grader.report import SCHEMA_VERSION, GradeReport, Status, write_atomic, write_json
 from grader.sandbox.isolation import SandboxUnavailable
 from grader.sandbox.limits import Limits
@@ -53,12 +54,14 @@ def discover(folder: Path) -> list[Path]:
 
     All of them get a report: a file that is not ``.py`` or ``.ipynb`` is ungradable, so
     nothing handed in is silently skipped. Sub-folders (one per student, as LMS exports
-    do) keep files of the same name apart.
+    do) keep files of the same name apart. A link, to a file or to a folder, is listed as
+    it is, never followed: it gets a report saying it is a link.
     """
     found = []
-    for root, dirs, files in os.walk(folder):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        found += [Path(root, name).relative_to(folder) for name in files if not name.startswith(".")]
+    for root, dirs, files in os.walk(folder):  # lists a link to a folder among dirs, but never enters it
+        linked = [name for name in dirs if Path(root, name).is_symlink()]
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in linked)
+        found += [Path(root, name).relative_to(folder) for name in files + linked if not name.startswith(".")]
     return sorted(found)
 
 
@@ -92,12 +95,18 @@ def read_report(path: Path) -> GradeReport | None:
         return None
 
 
-def load_current_report(path: Path, sha256: str) -> GradeReport | None:
-    """The report at ``path`` if it is for these exact bytes and worth keeping."""
+def load_current_report(path: Path, submission: Path) -> GradeReport | None:
+    """The report at ``path`` if it is worth keeping and for the submission's current bytes.
+    The submission is read only when there is such a report to compare it with."""
     report = read_report(path)
-    if report is None or report.schema_version != SCHEMA_VERSION or report.submission_sha256 != sha256 or not sha256:
+    if (report is None or report.schema_version != SCHEMA_VERSION or report.status == Status.GRADER_ERROR
+            or not report.submission_sha256):
         return None
-    return None if report.status == Status.GRADER_ERROR else report
+    try:
+        current = submission_sha256(read_submission(submission))
+    except Ungradable:  # no longer readable: its report must say so
+        return None
+    return report if report.submission_sha256 == current else None
 
 
 def grade_batch(
@@ -124,7 +133,7 @@ def grade_batch(
     reports: dict[Path, GradeReport] = {}
     todo: list[Path] = []
     for relative in discover(folder):
-        current = None if force else load_current_report(report_path(out, relative), file_sha256(folder / relative))
+        current = None if force else load_current_report(report_path(out, relative), folder / relative)
         if current is None:
             todo.append(relative)
         else:

@@ -1,16 +1,22 @@
 """Read a submission (a ``.py`` file or a Jupyter notebook) into a :class:`Program`.
 
-Nothing here runs student code: files are decoded and parsed only. A file that cannot be
-graded at all raises :class:`Ungradable` with a message for the student; a notebook cell
+Nothing here runs student code: files are read, decoded and parsed only. A file that cannot
+be graded at all raises :class:`Ungradable` with a message for the student; a notebook cell
 that cannot run is dropped with a note, and the other cells still run.
+
+The trusted grader reads submissions only through :func:`read_submission`: hashing, picking,
+parsing and shipping a submission all start from the bytes it returns.
 """
 
 from __future__ import annotations
 
 import ast
 import codecs
+import errno
+import hashlib
 import io
 import json
+import os
 import re
 import stat
 import tokenize
@@ -19,7 +25,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 MAX_SOURCE_BYTES = 4 * 2**20
-MAX_NOTEBOOK_BYTES = 64 * 2**20
+# Real notebooks, plots and all, take a few MiB. json.loads, which runs in the grader, can take
+# 20 times a file's size in memory (a file of empty lists: 0.64 GiB at this limit, 2.4 GiB at 64 MiB).
+MAX_NOTEBOOK_BYTES = 32 * 2**20
+# Real notebooks have tens or hundreds of cells; each costs the grader time before any sandbox.
+MAX_NOTEBOOK_CELLS = 5000
 SKIP_TAG = "grader-skip"
 # Cell magics whose body is still Python; any other cell magic (%%bash, %%html, ...) is not.
 PYTHON_CELL_MAGICS = {"time", "timeit", "capture", "prun"}
@@ -57,28 +67,78 @@ SUBMISSION_SUFFIXES = (".py", ".ipynb")
 
 
 def load_submission(path: Path) -> Program:
-    if path.suffix not in SUBMISSION_SUFFIXES:
-        raise Ungradable(f"{path.name} is not a submission: expected a .py or .ipynb file")
-    text = decode_text(_read_bytes(path, MAX_NOTEBOOK_BYTES if path.suffix == ".ipynb" else MAX_SOURCE_BYTES))
+    """The program in the file at ``path``."""
+    return parse_submission(path.name, read_submission(path))
+
+
+def read_submission(path: Path) -> bytes:
+    """The bytes of the file at ``path``, read once, or :class:`Ungradable` saying why not.
+
+    The grader reads with its own rights, before any sandbox: so a link is never followed
+    (a student's archive or repository can hold one to the reference), and the type and
+    size are checked on the open file before a byte is read (a FIFO would block, /dev/zero
+    never ends, a sparse file of terabytes costs no disk).
+    """
+    try:
+        # O_NONBLOCK: opening a FIFO does not wait for a writer.
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY)
+    except OSError as exc:
+        raise Ungradable(_why_unopened(path, exc)) from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise Ungradable(f"{path.name} is not a regular file")
+        limit = size_limit(path.name)
+        if info.st_size > limit:
+            advice = ": clear the notebook's outputs and submit it again" if path.suffix == ".ipynb" else ""
+            raise Ungradable(f"the file is too large ({info.st_size} bytes; the limit is {limit}){advice}")
+        with open(fd, "rb", closefd=False) as file:
+            data = file.read(limit + 1)  # one byte over tells a file that grew since fstat, without reading on
+    except OSError as exc:
+        raise Ungradable(f"the file cannot be read: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise Ungradable(f"the file is too large (it grew past the limit of {limit} bytes while it was read)")
+    return data
+
+
+def _why_unopened(path: Path, exc: OSError) -> str:
+    if exc.errno == errno.ELOOP:  # what O_NOFOLLOW answers for a link
+        return f"{path.name} is a link, not a regular file: submit the file itself, not a link to it"
+    return f"the file cannot be read: {exc.strerror or exc}"
+
+
+def size_limit(name: str) -> int:
+    """The most the grader reads of a file called ``name``; a file that is neither a module
+    nor a notebook is read only to be hashed."""
+    return MAX_SOURCE_BYTES if Path(name).suffix == ".py" else MAX_NOTEBOOK_BYTES
+
+
+def submission_sha256(data: bytes) -> str:
+    """The content hash a report carries: batch grading regrades a file whose hash changed."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def parse_submission(name: str, data: bytes) -> Program:
+    """The program in ``data``, the bytes of a file called ``name`` (from :func:`read_submission`)."""
+    suffix = Path(name).suffix
+    if suffix not in SUBMISSION_SUFFIXES:
+        raise Ungradable(f"{name} is not a submission: expected a .py or .ipynb file")
+    _check_text(data)
+    text = decode_text(data)
     if not text.strip():
         raise Ungradable("the file is empty")
-    if path.suffix == ".ipynb":
+    if suffix == ".ipynb":
         return _notebook_program(text)
-    return _module_program(text, path.name)
+    return _module_program(text, name)
 
 
-def _read_bytes(path: Path, limit: int) -> bytes:
-    info = path.stat()
-    if not stat.S_ISREG(info.st_mode):  # a FIFO would block and /dev/zero never ends
-        raise Ungradable(f"{path.name} is not a regular file")
-    if info.st_size > limit:
-        raise Ungradable(f"the file is too large ({info.st_size} bytes; the limit is {limit})")
-    data = path.read_bytes()
+def _check_text(data: bytes) -> None:
     if _is_utf16_or_32(data[:8192]):
         raise Ungradable("the file is saved as UTF-16 or UTF-32 text: save it as UTF-8 and submit it again")
     if b"\x00" in data[:8192]:
         raise Ungradable("the file is binary, not Python source or a notebook")
-    return data
 
 
 def _is_utf16_or_32(head: bytes) -> bool:
@@ -164,31 +224,95 @@ def _joined(notes: list[str]) -> str:
     return f" ({'; '.join(notes)})" if notes else ""
 
 
-def read_notebook_cells(text: str) -> list[dict]:
-    """The notebook's cells, upgraded to nbformat 4 where nbformat knows how."""
-    import nbformat  # imported here: only notebooks need it
+NOT_A_NOTEBOOK = "the file is JSON but not a Jupyter notebook"
 
+
+def read_notebook_cells(text: str) -> list[dict]:
+    """The notebook's cells as nbformat 4 has them (dicts only: anything else is not a cell).
+
+    Its cost in the grader is bounded before any cell is looked at: the file's size bounds
+    its one ``json.loads``, and then its cells are counted. An nbformat 4 notebook is read
+    as it is, since the grader needs only each cell's type, source and tags: nbformat's
+    validation, whose verdict the grader never used, took 45 s and 1.6 GiB for 64 MiB of
+    empty markdown cells. Older formats are upgraded by nbformat, which is handed only what
+    the grader reads (:func:`_upgraded_cells`).
+    """
+    notebook = _parse_json(text)
+    if not isinstance(notebook, dict):
+        raise Ungradable(f"{NOT_A_NOTEBOOK} (not a JSON object)")
+    cell_lists = _cell_lists(notebook)
+    count = sum(len(cells) for cells in cell_lists)
+    if count > MAX_NOTEBOOK_CELLS:
+        raise Ungradable(f"the notebook has too many cells ({count}; the limit is {MAX_NOTEBOOK_CELLS})")
+    cells = cell_lists[0] if _is_nbformat_4(notebook) else _upgraded_cells(notebook, cell_lists)
+    return [cell for cell in cells if isinstance(cell, dict)]
+
+
+def _parse_json(text: str) -> object:
     try:
-        json.loads(text)
+        return json.loads(text)
     except json.JSONDecodeError as exc:
         raise Ungradable(f"the notebook is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
     except RecursionError:
         raise Ungradable("the notebook is not valid JSON (nested too deeply)") from None
     except ValueError as exc:  # valid JSON that Python will not convert: an integer of over 4300 digits
         raise Ungradable(f"the notebook cannot be read ({str(exc).split(':')[0]})") from None
+
+
+def _is_nbformat_4(notebook: dict) -> bool:
+    version = notebook.get("nbformat")
+    return type(version) is int and version == 4  # not True, 4.0 or "4": nbformat has its own view of those
+
+
+def _cell_lists(notebook: dict) -> list[list]:
+    """Where the notebook keeps its cells: ``cells`` (nbformat 4, and 1), else each worksheet's (2, 3)."""
+    if _is_nbformat_4(notebook) or "worksheets" not in notebook:
+        lists = [notebook.get("cells")]
+    else:
+        worksheets = notebook["worksheets"]
+        lists = [sheet.get("cells") if isinstance(sheet, dict) else None
+                 for sheet in (worksheets if isinstance(worksheets, list) else [None])]
+    if not all(isinstance(cells, list) for cells in lists):
+        raise Ungradable(f"{NOT_A_NOTEBOOK} (no list of cells)")
+    return lists
+
+
+def _upgraded_cells(notebook: dict, cell_lists: list[list]) -> list:
+    """The cells of an older notebook (nbformat 1-3, or what nbformat takes for one), upgraded
+    to nbformat 4 by nbformat from a copy that holds only what the grader reads: nbformat
+    validates everything it is handed, up to three times, and would otherwise also expand a
+    heading cell's level into that many '#' (a 300-byte file asking for 1 GiB)."""
+    import nbformat  # imported here: only old notebooks need it
+
+    slim_lists = [[_slim_cell(cell) for cell in cells if isinstance(cell, dict)] for cells in cell_lists]
+    slim = {key: notebook[key] for key in ("nbformat", "nbformat_minor") if key in notebook} | {"metadata": {}}
+    if "worksheets" in notebook:
+        slim["worksheets"] = [{"cells": cells, "metadata": {}} for cells in slim_lists]
+    else:
+        slim["cells"] = slim_lists[0]
     try:
         with warnings.catch_warnings():  # e.g. cells without ids: nbformat fixes them, the student need not hear
             warnings.simplefilter("ignore")
-            notebook = nbformat.reads(text, as_version=4, capture_validation_error={})
-    except RecursionError:
-        raise Ungradable("the notebook is nested too deeply to read") from None
+            upgraded = nbformat.reads(json.dumps(slim), as_version=4, capture_validation_error={})
     except Exception as exc:  # nbformat raises many types for malformed notebooks, some without a message
         why = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-        raise Ungradable(f"the file is JSON but not a Jupyter notebook ({why})") from None
-    cells = notebook.get("cells") if isinstance(notebook, dict) else None
+        raise Ungradable(f"{NOT_A_NOTEBOOK} ({why})") from None
+    cells = upgraded.get("cells") if isinstance(upgraded, dict) else None
     if not isinstance(cells, list):
-        raise Ungradable("the file is JSON but not a Jupyter notebook (no list of cells)")
-    return [cell for cell in cells if isinstance(cell, dict)]
+        raise Ungradable(f"{NOT_A_NOTEBOOK} (no list of cells)")
+    return cells
+
+
+def _slim_cell(cell: dict) -> dict:
+    """What the grader reads of a cell, in a shape nbformat upgrades: a code cell's code (under
+    the key its format uses) and tags, with no outputs; any other cell as an empty markdown cell."""
+    if cell.get("cell_type") != "code":
+        return {"cell_type": "markdown", "metadata": {}, "source": ""}
+    metadata = cell.get("metadata")
+    tags = metadata.get("tags") if isinstance(metadata, dict) else None
+    code = {key: cell[key] for key in ("source", "input", "code") if key in cell}  # nbformat 4, 2-3, 1
+    return {"cell_type": "code", "outputs": [], **code,
+            "metadata": {"tags": [tag for tag in tags if isinstance(tag, str)]} if isinstance(tags, list) else {}}
 
 
 def cell_source(cell: dict) -> str:

@@ -5,6 +5,10 @@ Each task carries one submission's bytes to a Ray worker, which grades it exactl
 sandboxed child forked there. Reports come back as plain dicts and are written by the
 driver, so the results folder is the same as with the local executor. Workers need the
 grader installed (same version); they need not see the submissions folder.
+
+The driver reads each submission as ``grade`` does (:func:`grader.ingest.read_submission`):
+a file it refuses to read (a link, not a regular file, too large) is never shipped, and is
+reported here, where the refusal is made; no student code runs for it.
 """
 
 from __future__ import annotations
@@ -17,8 +21,9 @@ from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 
-from grader.api import failed_report
+from grader.api import failed_report, grade
 from grader.assignment import Assignment
+from grader.ingest import Ungradable, read_submission
 from grader.report import GradeReport
 from grader.sandbox.limits import Limits
 
@@ -27,8 +32,6 @@ GPU_FRACTION_PER_TASK = 0.25  # four submissions share a GPU; each child's memor
 
 def _grade_on_worker(assignment_dir: str, name: str, content: bytes, label: str, device: str, limits: dict,
                      sandbox: str) -> dict:
-    from grader.api import grade
-
     with tempfile.TemporaryDirectory(prefix="grader-ray-") as tmp:
         path = Path(tmp) / name  # the name keeps its suffix: .py or .ipynb
         path.write_bytes(content)
@@ -61,12 +64,16 @@ def run_on_ray(
     task = ray.remote(num_cpus=1, num_gpus=GPU_FRACTION_PER_TASK if device == "cuda" else 0,
                       max_retries=0)(_grade_on_worker)
     assignment_dir = str(assignment.directory.resolve())
-    pending = {
-        task.remote(assignment_dir, relative.name, (folder / relative).read_bytes(), str(folder / relative),
-                    device, asdict(limits), sandbox): relative
-        for relative in todo
-    }
+    pending = {}
     try:
+        for relative in todo:
+            try:
+                content = read_submission(folder / relative)
+            except Ungradable:  # refused unread: the report that says why needs no worker (nor a device)
+                yield relative, grade(assignment, folder / relative, device="cpu", limits=limits, sandbox=sandbox)
+                continue
+            pending[task.remote(assignment_dir, relative.name, content, str(folder / relative), device,
+                                asdict(limits), sandbox)] = relative
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1)
             relative = pending.pop(ready[0])

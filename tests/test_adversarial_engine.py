@@ -26,10 +26,8 @@ from pathlib import Path
 
 import pytest
 
-from grader.api import grade
 from grader.report import GradeReport, Status
 from grader.sandbox import cgroups
-from grader.sandbox.limits import Limits
 from grader.sandbox.zygote import ZygoteServer
 from reference import as_submission
 from tests.conftest import (

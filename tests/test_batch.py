@@ -100,6 +100,15 @@ def test_discover_skips_hidden_files_only(tmp_path):
     assert [p.as_posix() for p in discover(tmp_path)] == ["a.py", "c.txt", "sub/b.ipynb"]
 
 
+def test_discover_lists_links_as_they_are_never_following_them(tmp_path):
+    (tmp_path / "real").mkdir()
+    (tmp_path / "real" / "mha.py").write_text("x")
+    for name, target in {"to-file.py": "real/mha.py", "to-folder": "real", "dangling.py": "nowhere",
+                         ".hidden-link": "real"}.items():
+        (tmp_path / name).symlink_to(tmp_path / target)
+    assert [p.as_posix() for p in discover(tmp_path)] == ["dangling.py", "real/mha.py", "to-file.py", "to-folder"]
+
+
 def test_cli_batch_prints_a_json_summary_when_not_a_terminal(class_folder, tmp_path):
     result = subprocess.run([sys.executable, "-m", "grader.cli", "batch", "assignments/03", str(class_folder),
                              "--out", str(tmp_path / "r"), "--jobs", "2", "--device", "cpu"],

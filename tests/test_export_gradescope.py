@@ -106,6 +106,14 @@ def test_with_module_and_notebook_the_one_with_more_work_done_is_graded(tmp_path
     assert find_submission(folder, assignment) == folder / "mha.ipynb"
 
 
+def test_a_link_is_picked_only_when_nothing_else_is(tmp_path, assignment):
+    folder = hand_in(tmp_path / "submission", {"hw/mha.py": ""})
+    (folder / "mha.py").symlink_to(tmp_path / "elsewhere.py")  # shallower than the real file
+    assert find_submission(folder, assignment) == folder / "hw" / "mha.py"
+    (folder / "hw" / "mha.py").unlink()
+    assert find_submission(folder, assignment) == folder / "mha.py"  # graded, its report says it is a link
+
+
 def test_a_crash_of_the_grader_still_writes_results_json(tmp_path, monkeypatch):
     def crash(*args, **kwargs):
         raise RuntimeError("the suite process vanished")

@@ -6,14 +6,18 @@ Nothing here runs student code, so these tests only decode and parse small files
 from __future__ import annotations
 
 import ast
+import hashlib
 import json
+import os
 
 import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from grader import ingest
-from grader.ingest import Cell, Program, Ungradable, decode_text, load_submission, strip_magics, syntax_error
+from grader.ingest import (Cell, Program, Ungradable, decode_text, load_submission, parse_submission, read_submission,
+                           strip_magics, submission_sha256, syntax_error)
+from tests.conftest import bytes_read
 
 BOM = b"\xef\xbb\xbf"
 
@@ -119,6 +123,79 @@ def test_notebook_over_size_limit_is_ungradable_as_too_large(tmp_path, monkeypat
     monkeypatch.setattr(ingest, "MAX_NOTEBOOK_BYTES", 100)
     with pytest.raises(Ungradable, match="too large"):
         load_notebook(tmp_path, "x = 1")
+
+
+# ---- reading the file: read_submission ---------------------------------------------------
+
+
+def refusal(path) -> str:
+    with pytest.raises(Ungradable) as info:
+        read_submission(path)
+    return str(info.value)
+
+
+@pytest.mark.parametrize("name", ["mha.py", "solution.ipynb", "notes.txt"])
+def test_read_submission_returns_the_bytes_of_a_regular_file(tmp_path, name):
+    data = b"x = 1\r\n\xff\x00"  # as they are: decoding and checking the text is parsing's job
+    (tmp_path / name).write_bytes(data)
+    assert read_submission(tmp_path / name) == data
+    assert submission_sha256(data) == hashlib.sha256(data).hexdigest()
+
+
+@pytest.mark.parametrize("target", ["file", "folder", "nothing", "/dev/zero"])
+def test_a_link_is_refused_as_a_link_whatever_it_points_to(tmp_path, target):
+    (tmp_path / "file").write_text("x = 1\n")
+    (tmp_path / "folder").mkdir()
+    link = tmp_path / "mha.py"
+    link.symlink_to(target if target.startswith("/") else tmp_path / target)
+    message = refusal(link)
+    assert "mha.py is a link" in message and "submit the file itself" in message
+    assert "not a regular file" in message  # what a link to /dev/zero was told before links were refused
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder"])
+def test_what_is_not_a_regular_file_is_refused_at_once(tmp_path, kind):
+    path = tmp_path / "mha.py"
+    os.mkfifo(path) if kind == "fifo" else path.mkdir()  # a FIFO opened without O_NONBLOCK waits for a writer
+    assert refusal(path) == "mha.py is not a regular file"
+
+
+def test_a_missing_file_cannot_be_read(tmp_path):
+    assert "cannot be read" in refusal(tmp_path / "mha.py")
+
+
+@pytest.mark.parametrize(("name", "limit"), [("mha.py", "MAX_SOURCE_BYTES"), ("solution.ipynb", "MAX_NOTEBOOK_BYTES"),
+                                             ("notes.txt", "MAX_NOTEBOOK_BYTES")])
+def test_a_file_over_its_size_limit_is_refused_before_a_byte_is_read(tmp_path, name, limit):
+    path = tmp_path / name
+    path.write_bytes(b"x = 1\n")
+    os.truncate(path, 16 * 2**30)  # sparse: no disk, and reading it would take a minute
+    before = bytes_read()
+    message = refusal(path)
+    assert bytes_read() - before < 2**20
+    assert message.startswith(f"the file is too large ({16 * 2**30} bytes; the limit is {getattr(ingest, limit)})")
+    assert ("outputs" in message) == name.endswith(".ipynb")  # what makes a notebook large
+
+
+def test_a_file_that_grew_since_its_size_was_checked_is_refused_not_read_on(tmp_path, monkeypatch):
+    monkeypatch.setattr(ingest, "MAX_SOURCE_BYTES", 10)
+    path = tmp_path / "mha.py"
+    path.write_bytes(b"x = 1\n" * 2**18)
+    real_fstat = os.fstat
+
+    def fstat_before_it_grew(fd):
+        info = real_fstat(fd)
+        return os.stat_result((*info[:6], 10, *info[7:10]))
+
+    monkeypatch.setattr(ingest.os, "fstat", fstat_before_it_grew)
+    before = bytes_read()
+    assert refusal(path) == "the file is too large (it grew past the limit of 10 bytes while it was read)"
+    assert bytes_read() - before < 2**16  # not the whole 1.5 MiB: one byte past the limit
+
+
+def test_parse_submission_names_what_is_not_a_submission():
+    with pytest.raises(Ungradable, match="notes.txt is not a submission"):
+        parse_submission("notes.txt", b"x = 1\n")
 
 
 # ---- notebooks: whole-file problems ----------------------------------------------------
@@ -316,6 +393,49 @@ def test_nbformat_v3_notebook_is_upgraded_and_read(tmp_path):
     }
     program = load(tmp_path, json.dumps(notebook), "solution.ipynb")
     assert program == Program("notebook", (Cell("x = 1", "cell 2"),), ())
+
+
+def test_notebook_with_more_cells_than_the_limit_is_ungradable_before_any_cell_is_read(tmp_path, monkeypatch):
+    monkeypatch.setattr(ingest, "MAX_NOTEBOOK_CELLS", 3)
+    assert len(load_notebook(tmp_path, "x = 1", new_markdown_cell(""), "y = 2").cells) == 2
+    with pytest.raises(Ungradable, match=r"too many cells \(4; the limit is 3\)"):
+        load_notebook(tmp_path, "x = 1", new_markdown_cell(""), "y = 2", "z = 3")
+
+
+@pytest.fixture
+def handed_to_nbformat(monkeypatch) -> list[dict]:
+    """The notebooks nbformat.reads is handed (it still reads them)."""
+    handed = []
+    reads = nbformat.reads
+
+    def spy(text, *args, **kwargs):
+        handed.append(json.loads(text))
+        return reads(text, *args, **kwargs)
+
+    monkeypatch.setattr(nbformat, "reads", spy)
+    return handed
+
+
+def test_nbformat_4_notebook_is_read_without_nbformat(tmp_path, handed_to_nbformat):
+    program = load_notebook(tmp_path, new_markdown_cell("# Title"), "x = 1")
+    assert program.cells == (Cell("x = 1", "cell 2"),) and handed_to_nbformat == []
+
+
+def test_old_notebook_is_upgraded_from_what_the_grader_reads_only(tmp_path, handed_to_nbformat):
+    """Outputs, prose and metadata never reach nbformat; nor does a heading's level, which it
+    would expand into that many '#': 10**9 of them took 1.9 GiB."""
+    code = {"cell_type": "code", "input": "x = 1", "language": "python", "prompt_number": 3,
+            "outputs": [{"output_type": "stream", "text": "noise" * 1000}],
+            "metadata": {"tags": ["t", 5], "big": [0] * 999}}
+    heading = {"cell_type": "heading", "level": 10**9, "source": "Title", "metadata": {}}
+    notebook = {"nbformat": 3, "nbformat_minor": 0, "metadata": {"big": [0] * 999},
+                "worksheets": [{"metadata": {}, "cells": [heading, "not a cell", code]}]}
+    program = load(tmp_path, json.dumps(notebook), "solution.ipynb")
+    assert program == Program("notebook", (Cell("x = 1", "cell 2"),), ())
+    [handed] = handed_to_nbformat
+    assert handed == {"nbformat": 3, "nbformat_minor": 0, "metadata": {}, "worksheets": [{"metadata": {}, "cells": [
+        {"cell_type": "markdown", "metadata": {}, "source": ""},
+        {"cell_type": "code", "outputs": [], "input": "x = 1", "metadata": {"tags": ["t"]}}]}]}
 
 
 def test_notebook_with_utf8_bom_is_read(tmp_path):

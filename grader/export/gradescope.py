@@ -70,10 +70,13 @@ def _results(score: float, output: str, tests: list[dict], duration_s: float) ->
 
 def find_submission(folder: Path, assignment: Assignment) -> Path | None:
     """The file to grade: the assignment's module or notebook (as ``grade`` picks a working
-    copy when both are there), else the only ``.py`` or ``.ipynb`` handed in."""
+    copy when both are there), else the only ``.py`` or ``.ipynb`` handed in.
+
+    Links are listed, never followed, and picked only when nothing else is: graded, a link
+    gets a report telling the student to upload the file itself."""
     files = [folder / path for path in discover(folder) if path.suffix in SUBMISSION_SUFFIXES]
     named = sorted((path for path in files if path.name in (assignment.module, assignment.notebook)),
-                   key=lambda path: (len(path.parts), path))  # the shallowest, if zipped in a folder
+                   key=lambda path: (path.is_symlink(), len(path.parts), path))  # the shallowest, if zipped in a folder
     if named:
         return replace(assignment, directory=named[0].parent).working_copy()
     return files[0] if len(files) == 1 else None
