@@ -10,6 +10,7 @@ children of a clean zygote, never of the grader (see :mod:`grader.sandbox.zygote
 from __future__ import annotations
 
 import functools
+import gc
 import importlib
 import json
 import os
@@ -123,6 +124,7 @@ class ForkedRun:
     def __init__(self, function: Callable[[], dict], timeout_s: float, on_close: Callable[[], None] | None = None):
         self._on_close = on_close  # run here once the process has ended: it cannot clean up if killed
         read_end, write_end = os.pipe()
+        gc.freeze()  # the fork's collections then skip (and so do not copy) the pages of what this process holds
         pid = os.fork()
         if pid == 0:  # the trusted suite process
             os.close(read_end)
