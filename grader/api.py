@@ -21,8 +21,9 @@ import torch
 
 from grader import scoring
 from grader.assignment import REFERENCE_DIR, Assignment
+from grader.flags import bounded, program_flags
 from grader.ingest import Program, Ungradable, load_submission
-from grader.report import GradeReport, Outcome, Status, TestResult
+from grader.report import Flag, GradeReport, Outcome, Status, TestResult
 from grader.runner import ForkedRun, SuiteError, run_suite
 from grader.sandbox.isolation import choose
 from grader.sandbox.limits import Limits
@@ -82,6 +83,7 @@ class PendingGrade:
     sandbox: list[str]
     started: float
     run: ForkedRun
+    program: Program | None = None  # the source as read (None: ungradable), for the report's flags
 
     def fileno(self) -> int:
         return self.run.fileno()
@@ -104,7 +106,7 @@ class PendingGrade:
             status, error = Status.GRADER_ERROR, str(exc)
             result = NO_RESULT
         report = build_report(self.assignment, self.submission, status, error, result, self.device,
-                              time.monotonic() - self.started, self.sandbox)
+                              time.monotonic() - self.started, self.sandbox, self.program)
         report.submission_sha256 = self.sha256
         return report
 
@@ -142,7 +144,7 @@ def start_grading(
     layers = isolation.layers() if program else []
     run = ForkedRun(lambda: run_suite(assignment, program, limits, device, isolation), total_timeout_s)
     return PendingGrade(assignment, str(submission if submission is not None else path), file_sha256(path),
-                        Status.GRADED if program else Status.UNGRADABLE, error, device, layers, started, run)
+                        Status.GRADED if program else Status.UNGRADABLE, error, device, layers, started, run, program)
 
 
 def failed_report(assignment: Assignment, submission: str, device: str, error: str) -> GradeReport:
@@ -164,7 +166,7 @@ def file_sha256(path: Path) -> str:
 
 def build_report(
     assignment: Assignment, submission: str, status: str, error: str | None, result: dict, device: str,
-    duration_s: float, sandbox: list[str],
+    duration_s: float, sandbox: list[str], program: Program | None = None,
 ) -> GradeReport:
     tests = []
     for test in result["tests"]:
@@ -199,4 +201,7 @@ def build_report(
         notes=list(result["notes"]),
         output=result["output"],
         sandbox=sandbox if status == Status.GRADED else [],
+        # Read from the source here, and from the suite's source checks; never from the student's process.
+        flags=bounded([*(program_flags(program) if program is not None else []),
+                       *(Flag(**flag) for test in result["tests"] for flag in test.get("flags", ()))]),
     )

@@ -59,18 +59,23 @@ def report_path(out: Path, relative: Path) -> Path:
     return out / "reports" / relative.parent / f"{relative.name}.json"
 
 
-def read_report(path: Path) -> GradeReport | None:
-    """The report in ``path``, or None when the file is not one this grader can read."""
+def read_report(path: Path, *, current_only: bool = False) -> GradeReport | None:
+    """The report in ``path`` (upgraded to the current schema), or None when the file is not
+    one this grader can read, or with ``current_only``, not written in the current schema."""
     try:
-        return GradeReport.from_dict(json.loads(path.read_text(encoding="utf-8")))
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if current_only and data.get("schema_version") != SCHEMA_VERSION:
+            return None
+        return GradeReport.from_dict(data)
     except (OSError, ValueError, KeyError, TypeError, AttributeError):  # AttributeError: JSON that is not an object
         return None
 
 
 def load_current_report(path: Path, sha256: str) -> GradeReport | None:
-    """The report at ``path`` if it is for these exact bytes and worth keeping."""
-    report = read_report(path)
-    if report is None or report.schema_version != SCHEMA_VERSION or report.submission_sha256 != sha256 or not sha256:
+    """The report at ``path`` if it is for these exact bytes and worth keeping: an older
+    schema's report is regraded (an upgraded one lacks what the new version adds)."""
+    report = read_report(path, current_only=True)
+    if report is None or report.submission_sha256 != sha256 or not sha256:
         return None
     return None if report.status == Status.GRADER_ERROR else report
 

@@ -7,21 +7,25 @@ mistake would produce, a ``hint`` that names it. Messages never quote test sourc
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 import torch
 
+from grader.report import Flag
 from grader.sandbox.session import StudentException
 
 Mistakes = Mapping[str, "torch.Tensor | Callable[[], torch.Tensor]"]
 
 
 class CheckFailed(AssertionError):
-    def __init__(self, message: str, hint: str | None = None):
+    """``flags``: what a source check found behind the failure, for the report's flags."""
+
+    def __init__(self, message: str, hint: str | None = None, flags: Sequence[Flag] = ()):
         super().__init__(message)
         self.message = message
         self.hint = hint
+        self.flags = tuple(flags)
 
 
 def expect_tensor(
