@@ -118,6 +118,27 @@ def expect_contract_parameters(
     raise CheckFailed(f"{what} parameters: missing {missing}, unexpected {extra}, wrong shape {wrong}", hint)
 
 
+def expect_derivative(
+    what: str,
+    claimed: float,
+    loss_at: Callable[[float], float],
+    *,
+    step: float,
+    rtol: float = 0.05,
+    atol: float = 1e-3,
+    hint: str | None = None,
+) -> None:
+    """``claimed`` is the derivative of ``loss_at`` at 0, as a central difference with
+    ``step`` measures it. For a gradient the student's code reports (by its word), pass its
+    norm, and a ``loss_at(t)`` that moves the point by ``t`` along it: a reported gradient
+    that is not the derivative of the loss the same code computes fails. The tolerance
+    allows for float32 rounding and curvature over ``step``."""
+    measured = (loss_at(step) - loss_at(-step)) / (2 * step)
+    if not abs(measured - claimed) <= atol + rtol * abs(claimed):
+        raise CheckFailed(f"{what}: the gradient your code reports has norm {claimed:.6g}, but the loss it computes "
+                          f"changes at a rate of {measured:.6g} along it", hint)
+
+
 def describe_difference(got: torch.Tensor, want: torch.Tensor) -> str:
     got64, want64 = got.detach().double().cpu(), want.detach().double().cpu()
     bad_got, bad_want = ~torch.isfinite(got64), ~torch.isfinite(want64)
