@@ -12,7 +12,10 @@ itself (see the commit that added this file):
   evasion must cost the ``softmax`` part what the honest ``torch.softmax`` costs, and the
   report must flag it for the instructor;
 - assignment 06's end-to-end test once scored the losses ``train_step`` returned: a step
-  that never trains but returns falling numbers must score 0 there.
+  that never trains but returns falling numbers must score 0 there;
+- tests that took the student process's description of an object (``inspect()``'s
+  parameter names, a tensor's ``requires_grad``, which gradients ``backward`` returned)
+  now check what the object computes: a description that lies must not earn the point.
 """
 
 from __future__ import annotations
@@ -21,7 +24,11 @@ import pytest
 
 from reference import as_submission
 from reference.hidden.a01 import variants as variants_01
+from reference.hidden.a06 import variants as variants_06
 from tests.conftest import ASSIGNMENTS, assert_valid, mutant, notebook_text, part
+
+REFERENCE_05 = as_submission("layers")
+REFERENCE_06 = as_submission("training")
 
 pytestmark = pytest.mark.slow
 REFERENCE_01 = as_submission("attention")
@@ -112,3 +119,101 @@ def test_a_train_step_that_reports_falling_losses_without_training_scores_nothin
     assert_valid(report)
     end_to_end = part(report, "end_to_end")
     assert end_to_end.score == 0, end_to_end.hint
+
+
+# ---- an object's description, told by the student's process -------------------------------
+
+CLAIMS_THE_CONTRACT_NAMES = """
+import torch
+from torch import nn
+
+
+class MultiHeadAttention(nn.Module):
+    \"\"\"Reports the contract's parameters, holds none of them, ignores what is loaded.\"\"\"
+
+    def __init__(self, d_model, num_heads, dropout=0.0, bias=True):
+        super().__init__()
+        if d_model % num_heads:
+            raise ValueError("d_model must be divisible by num_heads")
+        self.d_model, self.bias = d_model, bias
+
+    def named_parameters(self, *args, **kwargs):
+        for name in ("W_q", "W_k", "W_v", "W_o"):
+            yield f"{name}.weight", nn.Parameter(torch.zeros(self.d_model, self.d_model))
+            if self.bias:
+                yield f"{name}.bias", nn.Parameter(torch.zeros(self.d_model))
+
+    def load_state_dict(self, state_dict, strict=True, assign=False):
+        return None
+
+    def forward(self, query, key, value, mask=None):
+        return query
+"""
+
+
+def test_a_module_that_reports_the_contract_parameters_without_holding_them_earns_nothing(grade_source):
+    report = grade_source(CLAIMS_THE_CONTRACT_NAMES, assignment=ASSIGNMENTS / "03")
+    assert_valid(report)
+    mha = part(report, "MultiHeadAttention")
+    outcomes = {test.name: test.outcome for test in mha.tests}
+    assert outcomes["test_mha_has_the_contract_parameters"] == "failed", mha.tests
+
+
+# The mask a plain attribute, described as a buffer.
+MASK_DESCRIBED_AS_A_BUFFER = mutant(
+    mutant(as_submission("masks"), 'self.register_buffer("mask", causal_mask(context_length))',
+           "self.mask = causal_mask(context_length)"),
+    "    def forward(self, x: torch.Tensor) -> torch.Tensor:\n        T = x.size(1)",
+    "    def named_buffers(self, *args, **kwargs):\n        yield \"mask\", self.mask\n\n"
+    "    def forward(self, x: torch.Tensor) -> torch.Tensor:\n        T = x.size(1)")
+
+
+def test_a_mask_described_as_a_buffer_but_not_one_earns_nothing(grade_source):
+    report = grade_source(MASK_DESCRIBED_AS_A_BUFFER, assignment=ASSIGNMENTS / "02")
+    assert_valid(report)
+    attention = part(report, "CausalSelfAttention")
+    outcomes = {test.name: test.outcome for test in attention.tests}
+    assert outcomes["test_csa_mask_is_a_registered_buffer"] == "failed", attention.tests
+
+
+LOSS_THAT_SAYS_IT_REQUIRES_GRAD = mutant(
+    REFERENCE_06, "    return F.cross_entropy(\n",
+    "    return torch.tensor(_cross_entropy(logits, labels, pad_idx, label_smoothing).item(), requires_grad=True)\n\n\n"
+    "def _cross_entropy(logits, labels, pad_idx, label_smoothing):\n"
+    "    return F.cross_entropy(\n")
+
+
+def test_a_loss_cut_off_from_the_logits_that_says_it_requires_grad_is_not_differentiable(grade_source):
+    report = grade_source(LOSS_THAT_SAYS_IT_REQUIRES_GRAD, assignment=ASSIGNMENTS / "06")
+    assert_valid(report)
+    loss = part(report, "translation_loss")
+    outcomes = {test.name: test.outcome for test in loss.tests}
+    assert outcomes["test_translation_loss_is_differentiable"] == "failed", loss.tests
+    assert loss.hint == variants_06.NOT_DIFFERENTIABLE
+
+
+# An EncoderLayer whose attention is cut off from the graph, and a backward that fills in the
+# gradients that never arrived.
+FAKED_GRADIENTS = mutant(
+    mutant(REFERENCE_05, "        x = self.norm1(x + self.dropout(self.self_attn(x, x, x, src_mask)))",
+           "        _LAYERS.append(self)\n"
+           "        x = self.norm1(x + self.dropout(self.self_attn(x, x, x, src_mask).detach()))"),
+    "class EncoderLayer(nn.Module):",
+    "_LAYERS = []\n_backward = torch.autograd.backward\n\n\n"
+    "def _every_gradient_arrives(tensors, grad_tensors=None, *args, **kwargs):\n"
+    "    _backward(tensors, grad_tensors, *args, **kwargs)\n"
+    "    for layer in _LAYERS:\n"
+    "        for p in layer.parameters():\n"
+    "            if p.grad is None:\n"
+    "                p.grad = torch.ones_like(p)\n\n\n"
+    "torch.autograd.backward = _every_gradient_arrives\n\n\n"
+    "class EncoderLayer(nn.Module):")
+
+
+def test_gradients_that_never_arrived_but_are_reported_earn_nothing(grade_source):
+    report = grade_source(FAKED_GRADIENTS, assignment=ASSIGNMENTS / "05")
+    assert_valid(report)
+    layer = part(report, "EncoderLayer")
+    outcomes = {test.name: test.outcome for test in layer.tests}
+    assert outcomes["test_encoder_layer_gradients_reach_every_submodule"] == "failed", layer.tests
+    assert "monkeypatch" in {flag.kind for flag in report.flags}, report.flags
