@@ -70,3 +70,20 @@ def test_batch_grading_regrades_a_version_1_report_but_can_read_it(tmp_path):
     assert load_current_report(path, "a" * 64) is None
     report().write_json(path)
     assert load_current_report(path, "a" * 64) == report()
+
+
+def test_the_terminal_view_counts_the_flags_in_one_line():
+    from rich.console import Console
+
+    from grader.flags import bounded
+    from grader.render import render_report
+
+    def shown(flags) -> str:
+        console = Console(width=120, record=True)
+        console.print(render_report(report(flags=flags)))
+        return console.export_text()
+
+    assert "flag" not in shown([])
+    assert "1 flag(s) for the instructor" in shown([Flag("dynamic-code", "x.py line 1", "eval")])
+    many = bounded(Flag("dynamic-code", f"x.py line {n}", "eval") for n in range(30))
+    assert "20+ flag(s) for the instructor" in shown(many)
