@@ -63,8 +63,8 @@ EFFECTS = {
 # Dotted paths, matched as prefixes at a dot; a trailing * matches any name that starts so.
 PATHS = {
     "torch.ops": TORCH_INTERNALS, "torch.overrides": TORCH_INTERNALS, "torch.library": TORCH_INTERNALS,
-    "grader": GRADER_INTERNALS, "reference": GRADER_INTERNALS, "pytest": GRADER_INTERNALS,
-    "_pytest": GRADER_INTERNALS, "pytest_jsonreport": GRADER_INTERNALS,
+    # pytest is not here: it runs in the trusted process, so patching its copy changes nothing.
+    "grader": GRADER_INTERNALS, "reference": GRADER_INTERNALS,
     "sys.modules": MODULE_TABLE,
     "gc.get_objects": OBJECT_GRAPH, "gc.get_referrers": OBJECT_GRAPH, "gc.get_referents": OBJECT_GRAPH,
     "sys._getframe": FRAME_INSPECTION, "sys._current_frames": FRAME_INSPECTION, "sys.settrace": FRAME_INSPECTION,
@@ -152,6 +152,7 @@ def is_torch_object(path: str) -> bool:
 
 
 def _path_kinds(path: str) -> list[str]:
+    """The kinds ``path`` (a dotted name, imports resolved) is one of."""
     kinds = [kind for pattern, kind in PATHS.items()
              if (path.startswith(pattern[:-1]) if pattern.endswith("*")
                  else path == pattern or path.startswith(pattern + "."))]
@@ -159,6 +160,12 @@ def _path_kinds(path: str) -> list[str]:
     if parts[0] == "torch" and any(_PRIVATE.match(part) for part in parts[1:]):
         kinds.append(TORCH_INTERNALS)
     return kinds
+
+
+def _used_kinds(source: ParsedSource, node: ast.AST, path: str) -> list[str]:
+    """The kinds of ``path`` as ``node`` uses it: only looking in sys.modules
+    (``"google.colab" in sys.modules``) reaches no module."""
+    return [kind for kind in _path_kinds(path) if not (kind == MODULE_TABLE and source.is_membership_tested(node))]
 
 
 def _chain(source: ParsedSource, node: ast.Attribute, add) -> None:
@@ -169,7 +176,7 @@ def _chain(source: ParsedSource, node: ast.Attribute, add) -> None:
     else:
         meanings = source.meanings(node)
     for path in meanings:
-        for kind in _path_kinds(path):
+        for kind in _used_kinds(source, node, path):
             add(kind, node, written)
     for attribute in attributes:
         if attribute in ATTRIBUTES:
@@ -182,7 +189,7 @@ def _name(source: ParsedSource, node: ast.Name, add) -> None:
     if not source.is_module_level(node):
         return
     for path in source.aliases.get(node.id, ()):
-        for kind in _path_kinds(path):
+        for kind in _used_kinds(source, node, path):
             add(kind, node, node.id)
     if node.id in source.bound or node.id not in BUILTIN_NAMES:
         return  # the student's own name, or one no builtin stands behind

@@ -34,6 +34,7 @@ class Statement:
     node: ast.stmt
     cell: int  # index into Program.cells
     loads: dict[str, int] = field(default_factory=dict)  # name read -> first line it is read on
+    annotation_loads: set[str] = field(default_factory=set)  # names read in annotations only, maybe never evaluated
     binds: set[str] = field(default_factory=set)  # names it binds (directly, or via `global` in a function)
     assigns: set[str] = field(default_factory=set)  # of those, bound by assignment (data, not def/class/import)
     mutates: set[str] = field(default_factory=set)  # names whose attributes or items it assigns (`torch.exp = f`)
@@ -51,6 +52,7 @@ class ParsedSource:
         self._module_level: set[int] = set()  # ids of the Name nodes that read or bind a module-level name
         self._called: set[int] = set()  # ids of the nodes called (a Call's func)
         self._attribute_bases: set[int] = set()  # ids of the nodes that are an Attribute's value
+        self._membership_tested: set[int] = set()  # ids of the nodes right of `in` / `not in`
         for index, cell in enumerate(program.cells):
             with warnings.catch_warnings():  # "invalid escape sequence": the student's business
                 warnings.simplefilter("ignore")
@@ -71,6 +73,10 @@ class ParsedSource:
 
     def is_attribute_base(self, node: ast.AST) -> bool:
         return id(node) in self._attribute_bases
+
+    def is_membership_tested(self, node: ast.AST) -> bool:
+        """``node`` is only looked in: ``"google.colab" in sys.modules``."""
+        return id(node) in self._membership_tested
 
     def written(self, node: ast.AST) -> str:
         """A Name or Attribute chain as the student wrote it: ``F.softmax``, ``(...).softmax``."""
@@ -97,6 +103,11 @@ def chain(node: ast.AST) -> tuple[ast.Name | None, list[str]]:
     return (node if isinstance(node, ast.Name) else None), attributes[::-1]
 
 
+def _arguments(arguments: ast.arguments) -> list[ast.arg]:
+    return [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs,
+            *(a for a in (arguments.vararg, arguments.kwarg) if a is not None)]
+
+
 def target_root(node: ast.AST) -> ast.Name | None:
     """The Name an assignment target hangs from: ``a`` for ``a.b[0].c``."""
     while isinstance(node, (ast.Attribute, ast.Subscript)):
@@ -116,6 +127,7 @@ class _Analysis:
         self.enclosing: dict[_Scope, _Scope] = {}
         self.bindings: list[tuple[str, _Scope, bool]] = []  # (name, scope, by assignment)
         self.reads: list[tuple[ast.Name, _Scope]] = []
+        self.in_annotations: set[int] = set()  # ids of the nodes inside annotations
         self.mutation_roots: list[tuple[ast.Name, _Scope]] = []
         self._collect(node)
         self._resolve()
@@ -140,13 +152,14 @@ class _Analysis:
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             self._bind(node.name, scope)
             self.enclosing[node] = scope
+            if not isinstance(node, ast.ClassDef):
+                self._note_annotations([*(a.annotation for a in _arguments(node.args)), node.returns])
         elif isinstance(node, (ast.Lambda, *_COMPREHENSIONS)):
             self.enclosing[node] = scope
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             self._import(node, scope)
-        elif isinstance(node, (ast.Global, ast.Nonlocal)):
-            if isinstance(node, ast.Global):
-                self.declared_global.setdefault(scope, set()).update(node.names)
+        elif isinstance(node, ast.Global):
+            self.declared_global.setdefault(scope, set()).update(node.names)
         elif isinstance(node, ast.ExceptHandler) and node.name:
             self._bind(node.name, scope, by_assignment=True)
         elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
@@ -161,8 +174,13 @@ class _Analysis:
                     self.mutation_roots.append((root, scope))
         elif isinstance(node, ast.Attribute):
             self.source._attribute_bases.add(id(node.value))
+        elif isinstance(node, ast.Compare):
+            self.source._membership_tested.update(
+                id(right) for op, right in zip(node.ops, node.comparators) if isinstance(op, (ast.In, ast.NotIn)))
         elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
             self.source.inert_strings.add(id(node.value))
+        if isinstance(node, ast.AnnAssign):
+            self._note_annotations([node.annotation])
         if isinstance(node, (ast.Attribute, ast.Subscript)) and not isinstance(node.ctx, ast.Load):
             root = target_root(node)
             if root is not None:
@@ -173,10 +191,8 @@ class _Analysis:
         annotations and decorators outside it, its body inside; a comprehension's first
         iterable outside it, the rest inside."""
         if isinstance(node, _FUNCTIONS):
-            arguments = node.args
-            every = [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs,
-                     *(a for a in (arguments.vararg, arguments.kwarg) if a is not None)]
-            outside = [*arguments.defaults, *(d for d in arguments.kw_defaults if d is not None)]
+            every = _arguments(node.args)
+            outside = [*node.args.defaults, *(d for d in node.args.kw_defaults if d is not None)]
             if isinstance(node, ast.Lambda):
                 body = [node.body]
             else:
@@ -204,6 +220,12 @@ class _Analysis:
             return  # its annotation was yielded with the function, outside it
         else:
             yield from ((child, scope) for child in ast.iter_child_nodes(node))
+
+    def _note_annotations(self, annotations) -> None:
+        """Annotations may never be evaluated (``from __future__ import annotations``)."""
+        for annotation in annotations:
+            if annotation is not None:
+                self.in_annotations.update(id(node) for node in ast.walk(annotation))
 
     def _outside_comprehensions(self, scope: _Scope) -> _Scope:
         while isinstance(scope, _COMPREHENSIONS):
@@ -256,6 +278,9 @@ class _Analysis:
         for node, scope in self.reads:
             if self._module_level(node.id, scope):
                 self.source._module_level.add(id(node))
+                if id(node) in self.in_annotations:
+                    statement.annotation_loads.add(node.id)
+                    continue
                 statement.loads.setdefault(node.id, node.lineno)
                 if not self.source.is_called(node):
                     statement.uses.add(node.id)

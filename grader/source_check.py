@@ -96,7 +96,8 @@ def _reachable(source: ParsedSource, function: str) -> tuple[set[int], set[str]]
             if index in reached:
                 continue
             reached.add(index)
-            new = source.statements[index].loads.keys() - names
+            statement = source.statements[index]
+            new = (statement.loads.keys() | statement.annotation_loads) - names
             names |= new
             pending.extend(new)
     return reached, names

@@ -55,6 +55,8 @@ CLEAN = {
         "    row_max", "    torch.backends.cudnn.deterministic = True\n    re.compile('x')\n    row_max") + (
         "\n\nclass Net(torch.nn.Module):\n    def check(self):\n        self.eval()\n"),
     "a star import from math": "from math import *\n" + HONEST,
+    "annotations never evaluated": "from __future__ import annotations\n" + HONEST.replace(
+        "def softmax(x, dim=-1):", "def softmax(x: Tensor, dim: int = -1) -> Tensor:"),
     "a local variable named like a forbidden alias": HONEST.replace(
         "    row_max", "    softmin = 1.0\n    row_max") + "\n\nsoftmin = torch.nn.functional.softmin\n",
 }
@@ -226,6 +228,8 @@ NOT_FLAGGED = {
     "the student's own eval": "def eval(x):\n    return x\neval(1)\n",
     "torch.__version__": "import torch\nprint(torch.__version__)\n",
     "a docstring about /proc": '"""Nothing in /proc/ is read."""\n',
+    "pytest in a notebook": "import pytest\nwith pytest.raises(ValueError):\n    int('x')\n",
+    "a look in sys.modules": "import sys\nIN_COLAB = 'google.colab' in sys.modules\n",
 }
 
 
