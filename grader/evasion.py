@@ -15,6 +15,8 @@ that forbids something (assignment 01's built-in softmax) depends on its effect:
   counts where the part's code can reach it.
 - ``NOTE``: worth a look, no more (signals, paths under ``/proc``).
 
+A cell nested too deeply for the grader to parse is ``TAMPERS`` too: unread, unchecked.
+
 Names are matched as the code spells them and as its imports resolve them
 (``from torch import _C as C`` makes ``C.x`` mean ``torch._C.x``).
 """
@@ -51,11 +53,12 @@ MONKEYPATCH = "monkeypatch"
 PROCESS = "process"
 SIGNAL = "signal"
 PROC_PATH = "proc-path"
+UNREADABLE = "unreadable"
 
 EFFECTS = {
     TORCH_INTERNALS: Effect.TAMPERS, GRADER_INTERNALS: Effect.TAMPERS, MODULE_TABLE: Effect.TAMPERS,
     OBJECT_GRAPH: Effect.TAMPERS, FRAME_INSPECTION: Effect.TAMPERS, NATIVE_CODE: Effect.TAMPERS,
-    DYNAMIC_IMPORT: Effect.TAMPERS, DYNAMIC_CODE: Effect.TAMPERS,
+    DYNAMIC_IMPORT: Effect.TAMPERS, DYNAMIC_CODE: Effect.TAMPERS, UNREADABLE: Effect.TAMPERS,
     COMPUTED_ATTRIBUTE: Effect.HIDES, NAMESPACE_LOOKUP: Effect.HIDES, MONKEYPATCH: Effect.HIDES, PROCESS: Effect.HIDES,
     SIGNAL: Effect.NOTE, PROC_PATH: Effect.NOTE,
 }
@@ -144,6 +147,13 @@ def constructs(source: ParsedSource, statement: Statement) -> list[Construct]:
             add(PROC_PATH, node, f"the path {node.value[:60]!r}")
     return [Construct(EFFECTS[kind], line, Flag(kind, source.where(statement.cell, line), detail))
             for (kind, line), detail in sorted(found.items(), key=lambda item: item[0][1])]
+
+
+def unreadable(source: ParsedSource) -> list[Construct]:
+    """Cells the grader could not parse here: what it cannot read, it cannot check."""
+    return [Construct(Effect.TAMPERS, 1, Flag(UNREADABLE, source.where(cell, 1),
+                                              "the code is nested too deeply for the grader to read"))
+            for cell in source.unreadable]
 
 
 def is_torch_object(path: str) -> bool:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from grader.evasion import constructs
+from grader.evasion import constructs, unreadable
 from grader.ingest import Program
 from grader.parsed_source import ParsedSource
 from grader.report import Flag
@@ -25,7 +25,8 @@ MAX_WHERE, MAX_DETAIL = 120, 200  # characters; a file name or an identifier can
 def program_flags(program: Program) -> list[Flag]:
     """Every evasive-looking construct in the source, in program order."""
     source = ParsedSource(program)
-    return [construct.flag for statement in source.statements for construct in constructs(source, statement)]
+    return [construct.flag for construct in unreadable(source)] + [
+        construct.flag for statement in source.statements for construct in constructs(source, statement)]
 
 
 def bounded(flags: Iterable[Flag]) -> list[Flag]:

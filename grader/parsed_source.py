@@ -47,6 +47,7 @@ class ParsedSource:
     def __init__(self, program: Program):
         self.program = program
         self.statements: list[Statement] = []
+        self.unreadable: list[int] = []  # cells too deeply nested to parse here (ingest parsed them higher up the stack)
         self.aliases: dict[str, set[str]] = {}  # imported name -> the dotted paths it may stand for
         self.inert_strings: set[int] = set()  # ids of strings that are statements (docstrings): they do nothing
         self._module_level: set[int] = set()  # ids of the Name nodes that read or bind a module-level name
@@ -54,9 +55,13 @@ class ParsedSource:
         self._attribute_bases: set[int] = set()  # ids of the nodes that are an Attribute's value
         self._membership_tested: set[int] = set()  # ids of the nodes right of `in` / `not in`
         for index, cell in enumerate(program.cells):
-            with warnings.catch_warnings():  # "invalid escape sequence": the student's business
-                warnings.simplefilter("ignore")
-                tree = ast.parse(cell.source)
+            try:
+                with warnings.catch_warnings():  # "invalid escape sequence": the student's business
+                    warnings.simplefilter("ignore")
+                    tree = ast.parse(cell.source)
+            except (RecursionError, MemoryError):  # the parser's depth limit counts the caller's frames
+                self.unreadable.append(index)
+                continue
             self.statements.extend(_Analysis(self, node, index).statement for node in tree.body)
         self.bound = {name for statement in self.statements for name in statement.binds}
         self.star_imports = [module for statement in self.statements for module in statement.star_imports]

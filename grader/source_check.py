@@ -23,7 +23,7 @@ import re
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 
-from grader.evasion import BUILTIN_NAMES, Effect, constructs
+from grader.evasion import BUILTIN_NAMES, Effect, constructs, unreadable
 from grader.ingest import Program
 from grader.parsed_source import ParsedSource, Statement, chain
 from grader.report import Flag
@@ -53,7 +53,7 @@ def check_function(program: Program, function: str, forbidden: Collection[str]) 
     reached, names = _reachable(source, function)
     found_forbidden: list[tuple[int, int, Flag]] = []
     found_names: list[str] = []
-    unverifiable: list[tuple[int, int, Flag]] = []
+    unverifiable: list[tuple[int, int, Flag]] = [(-1, 0, construct.flag) for construct in unreadable(source)]
     for index, statement in enumerate(source.statements):
         for construct in constructs(source, statement):
             if construct.effect is Effect.TAMPERS or (construct.effect is Effect.HIDES and index in reached):

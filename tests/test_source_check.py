@@ -4,6 +4,8 @@ a built-in, a comment or docstring, a comparison cell in a notebook)."""
 
 from __future__ import annotations
 
+import ast
+
 import pytest
 
 from grader.flags import MAX_FLAGS, bounded, program_flags
@@ -249,3 +251,20 @@ def test_deep_nesting_is_read_without_recursion():
     # Deeper than Python's recursion limit, and still parseable (so gradable).
     deep = "x = " + "(" * 90 + "1" + ")" * 90 + "\n" + "y = 1" + " + 1" * 2000 + "\n"
     assert program_flags(module(deep + "exec('')\n")) == [Flag("dynamic-code", "attention.py line 3", "exec")]
+
+
+def test_a_cell_too_deep_to_parse_here_cannot_be_checked(monkeypatch):
+    # ast.parse's depth limit counts the caller's frames: ingest, higher up the stack, may
+    # have parsed what a hidden suite's fixture cannot.
+    real_parse = ast.parse
+
+    def parse(source, *args, **kwargs):
+        if "deep" in source:
+            raise RecursionError("maximum recursion depth exceeded during ast construction")
+        return real_parse(source, *args, **kwargs)
+
+    monkeypatch.setattr(ast, "parse", parse)
+    program = notebook(HONEST, "deep = 1")
+    assert check(program).unverifiable == (Flag("unreadable", "cell 3, line 1",
+                                                 "the code is nested too deeply for the grader to read"),)
+    assert [flag.kind for flag in program_flags(program)] == ["unreadable"]
