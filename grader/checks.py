@@ -104,7 +104,11 @@ def expect_contract_parameters(
 ) -> None:
     """The student's module (a remote object) has exactly the reference's parameter names and
     shapes, which ``load_state_dict(strict=True)`` needs. ``names_hint`` says which submodules
-    the contract names; ``unexpected_hints`` name what a specific extra parameter means."""
+    the contract names; ``unexpected_hints`` name what a specific extra parameter means.
+
+    The names come from ``inspect()``, the student process's word: enough to fail a test and
+    name the mistake, not to pass one. Follow it with a check of what the module computes
+    holding the reference's parameters by those names."""
     got = {name: shape for name, shape in module.inspect()["parameters"].items() if name not in ignore}
     want = {name: list(p.shape) for name, p in reference.named_parameters()}
     if got == want:
