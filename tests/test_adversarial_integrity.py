@@ -27,11 +27,10 @@ from reference.hidden.a01 import variants as variants_01
 from reference.hidden.a06 import variants as variants_06
 from tests.conftest import ASSIGNMENTS, assert_valid, mutant, notebook_text, part
 
-REFERENCE_05 = as_submission("layers")
-REFERENCE_06 = as_submission("training")
-
 pytestmark = pytest.mark.slow
 REFERENCE_01 = as_submission("attention")
+REFERENCE_05 = as_submission("layers")
+REFERENCE_06 = as_submission("training")
 SOFTMAX_BODY = ("    row_max = x.amax(dim=dim, keepdim=True)\n"
                 "    row_max = torch.where(torch.isfinite(row_max), row_max, torch.zeros_like(row_max))\n"
                 "    exp = torch.exp(x - row_max)\n"
