@@ -18,8 +18,9 @@ import torch
 
 from grader import scoring
 from grader.assignment import REFERENCE_DIR, Assignment
+from grader.flags import bounded
 from grader.ingest import Program, Ungradable, parse_submission, read_submission, submission_sha256
-from grader.report import GradeReport, Outcome, Status, TestResult
+from grader.report import Flag, GradeReport, Outcome, Status, TestResult
 from grader.runner import ForkedRun, SuiteError, preload_suite, run_suite
 from grader.sandbox.isolation import choose
 from grader.sandbox.limits import Limits
@@ -27,7 +28,7 @@ from grader.sandbox.workspace import Workspace
 from grader.sandbox.zygote import ZygoteUnavailable
 
 DEFAULT_TOTAL_TIMEOUT_S = 900.0
-NO_RESULT = {"tests": [], "notes": [], "output": ""}  # a suite run that produced nothing
+NO_RESULT = {"tests": [], "notes": [], "output": "", "flags": []}  # a suite run that produced nothing
 
 
 def grader_version() -> str:
@@ -212,4 +213,8 @@ def build_report(
         notes=list(result["notes"]),
         output=result["output"],
         sandbox=sandbox if status == Status.GRADED else [],
+        # Read from the source by the suite process, and by the suite's source checks; never
+        # taken from the student's process.
+        flags=bounded([*(Flag(**flag) for flag in result.get("flags", ())),
+                       *(Flag(**flag) for test in result["tests"] for flag in test.get("flags", ()))]),
     )

@@ -87,20 +87,24 @@ def report_name(relative: Path) -> str:
     return f"{start}~{digest}"
 
 
-def read_report(path: Path) -> GradeReport | None:
-    """The report in ``path``, or None when the file is not one this grader can read."""
+def read_report(path: Path, *, current_only: bool = False) -> GradeReport | None:
+    """The report in ``path`` (upgraded to the current schema), or None when the file is not
+    one this grader can read, or with ``current_only``, not written in the current schema."""
     try:
-        return GradeReport.from_dict(json.loads(path.read_text(encoding="utf-8")))
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if current_only and data.get("schema_version") != SCHEMA_VERSION:
+            return None
+        return GradeReport.from_dict(data)
     except (OSError, ValueError, KeyError, TypeError, AttributeError):  # AttributeError: JSON that is not an object
         return None
 
 
 def load_current_report(path: Path, submission: Path) -> GradeReport | None:
-    """The report at ``path`` if it is worth keeping and for the submission's current bytes.
+    """The report at ``path`` if it is worth keeping and for the submission's current bytes:
+    an older schema's report is regraded (an upgraded one lacks what the new version adds).
     The submission is read only when there is such a report to compare it with."""
-    report = read_report(path)
-    if (report is None or report.schema_version != SCHEMA_VERSION or report.status == Status.GRADER_ERROR
-            or not report.submission_sha256):
+    report = read_report(path, current_only=True)
+    if report is None or report.status == Status.GRADER_ERROR or not report.submission_sha256:
         return None
     try:
         current = submission_sha256(read_submission(submission))

@@ -7,21 +7,25 @@ mistake would produce, a ``hint`` that names it. Messages never quote test sourc
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 import torch
 
+from grader.report import Flag
 from grader.sandbox.session import StudentException
 
 Mistakes = Mapping[str, "torch.Tensor | Callable[[], torch.Tensor]"]
 
 
 class CheckFailed(AssertionError):
-    def __init__(self, message: str, hint: str | None = None):
+    """``flags``: what a source check found behind the failure, for the report's flags."""
+
+    def __init__(self, message: str, hint: str | None = None, flags: Sequence[Flag] = ()):
         super().__init__(message)
         self.message = message
         self.hint = hint
+        self.flags = tuple(flags)
 
 
 def expect_tensor(
@@ -100,7 +104,11 @@ def expect_contract_parameters(
 ) -> None:
     """The student's module (a remote object) has exactly the reference's parameter names and
     shapes, which ``load_state_dict(strict=True)`` needs. ``names_hint`` says which submodules
-    the contract names; ``unexpected_hints`` name what a specific extra parameter means."""
+    the contract names; ``unexpected_hints`` name what a specific extra parameter means.
+
+    The names come from ``inspect()``, the student process's word: enough to fail a test and
+    name the mistake, not to pass one. Follow it with a check of what the module computes
+    holding the reference's parameters by those names."""
     got = {name: shape for name, shape in module.inspect()["parameters"].items() if name not in ignore}
     want = {name: list(p.shape) for name, p in reference.named_parameters()}
     if got == want:
@@ -112,6 +120,27 @@ def expect_contract_parameters(
     hint = known[0] if known else f"missing {missing}, unexpected {extra}: {names_hint}" if missing or extra \
         else shape_hint
     raise CheckFailed(f"{what} parameters: missing {missing}, unexpected {extra}, wrong shape {wrong}", hint)
+
+
+def expect_derivative(
+    what: str,
+    claimed: float,
+    loss_at: Callable[[float], float],
+    *,
+    step: float,
+    rtol: float = 0.05,
+    atol: float = 1e-3,
+    hint: str | None = None,
+) -> None:
+    """``claimed`` is the derivative of ``loss_at`` at 0, as a central difference with
+    ``step`` measures it. For a gradient the student's code reports (by its word), pass its
+    norm, and a ``loss_at(t)`` that moves the point by ``t`` along it: a reported gradient
+    that is not the derivative of the loss the same code computes fails. The tolerance
+    allows for float32 rounding and curvature over ``step``."""
+    measured = (loss_at(step) - loss_at(-step)) / (2 * step)
+    if not abs(measured - claimed) <= atol + rtol * abs(claimed):
+        raise CheckFailed(f"{what}: the gradient your code reports has norm {claimed:.6g}, but the loss it computes "
+                          f"changes at a rate of {measured:.6g} along it", hint)
 
 
 def describe_difference(got: torch.Tensor, want: torch.Tensor) -> str:

@@ -8,6 +8,7 @@ hidden test's source.
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 import pytest
@@ -31,7 +32,8 @@ def classify(exc: BaseException | None, part: str = "") -> dict[str, Any]:
     if exc is None:
         return {"outcome": Outcome.PASSED, "message": "", "hint": None}
     if isinstance(exc, CheckFailed):
-        return {"outcome": Outcome.FAILED, "message": exc.message, "hint": exc.hint}
+        flags = {"flags": [asdict(flag) for flag in exc.flags]} if exc.flags else {}
+        return {"outcome": Outcome.FAILED, "message": exc.message, "hint": exc.hint, **flags}
     if isinstance(exc, StudentNotFound):
         return {"outcome": Outcome.FAILED, "message": str(exc), "hint": hints.NOT_FOUND}
     if isinstance(exc, StudentException) and exc.type_name == "NotImplementedError":

@@ -53,6 +53,11 @@ def render_report(report: GradeReport, verbose: bool = False) -> RenderableType:
     items.append(report_table(report))
     for note in report.notes:
         items.append(plain(f"note: {note}", style="yellow"))
+    if report.flags:
+        more = report.flags[-1].kind == "more"
+        count = f"{len(report.flags) - 1}+" if more else str(len(report.flags))
+        items.append(Text(f"{count} flag(s) for the instructor: evasive-looking code (the JSON report lists them)",
+                          style="yellow"))
     if verbose:
         items.extend(_failures(report))
         if report.output:

@@ -1,4 +1,4 @@
-"""The grade report: plain data with a versioned JSON form (``schema/report.v1.json``).
+"""The grade report: plain data with a versioned JSON form (``schema/report.v2.json``).
 
 The terminal table, CSV and exports are views of this; nothing here formats for people.
 """
@@ -15,7 +15,7 @@ from typing import Any
 
 from grader.sanitize import clean, each_string
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 class Status:
@@ -56,6 +56,17 @@ class PartResult:
     tests: list[TestResult]
 
 
+@dataclass(frozen=True)
+class Flag:
+    """Something in the submission's source that looks evasive, found by the grader reading
+    it (never by running it): for the instructor to look at. Points follow only where a part
+    forbids it, and then the part's own hint says so."""
+
+    kind: str  # e.g. "torch-internals", "computed-attribute", "forbidden-builtin"
+    where: str  # as the student numbers it: "mha.py line 12", "cell 4, line 3"
+    detail: str  # what was found, e.g. "torch._C.DisableTorchFunction"
+
+
 @dataclass
 class GradeReport:
     assignment: str
@@ -72,6 +83,7 @@ class GradeReport:
     output: str = ""  # what the submission printed, truncated
     sandbox: list[str] = field(default_factory=list)  # isolation layers that were active
     submission_sha256: str = ""  # of the file's bytes; batch grading skips unchanged files
+    flags: list[Flag] = field(default_factory=list)  # evasive-looking source, see grader.flags
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict:
@@ -85,10 +97,11 @@ class GradeReport:
             raise ValueError(f"not a grade report (schema_version={version!r})")
         if version > SCHEMA_VERSION:
             raise SchemaTooNewError(f"report schema {version} is newer than this grader's ({SCHEMA_VERSION}); upgrade the grader")
-        fields = dict(data)
+        fields = upgraded(data)
         fields["parts"] = [
-            PartResult(**{**part, "tests": [TestResult(**test) for test in part["tests"]]}) for part in data["parts"]
+            PartResult(**{**part, "tests": [TestResult(**test) for test in part["tests"]]}) for part in fields["parts"]
         ]
+        fields["flags"] = [Flag(**flag) for flag in fields["flags"]]
         return cls(**fields)
 
     def write_json(self, path: Path) -> None:
@@ -108,6 +121,15 @@ def write_json(path: Path, data: Any) -> None:
     write_atomic(path, json_text(data) + "\n")
 
 
+def upgraded(data: dict) -> dict:
+    """A report of any older schema version as the current version: each step adds what its
+    version introduced, with the value that says "not looked for"."""
+    data = dict(data)
+    if data["schema_version"] == 1:
+        data.update(schema_version=2, flags=[])  # version 2 added flags; version 1 never read the source
+    return data
+
+
 def write_atomic(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -121,4 +143,4 @@ def write_atomic(path: Path, text: str) -> None:
 
 
 def load_schema() -> dict:
-    return json.loads(resources.files("grader").joinpath("schema/report.v1.json").read_text(encoding="utf-8"))
+    return json.loads(resources.files("grader").joinpath(f"schema/report.v{SCHEMA_VERSION}.json").read_text(encoding="utf-8"))

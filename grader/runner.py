@@ -9,6 +9,7 @@ children of a clean zygote, never of the grader (see :mod:`grader.sandbox.zygote
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import gc
 import importlib
@@ -28,6 +29,7 @@ import torch
 from grader import warm  # noqa: F401  (imports torch makes lazily, once per grader process)
 
 from grader.assignment import REFERENCE_DIR, Assignment
+from grader.flags import program_flags
 from grader.ingest import Program
 from grader.plugin import GradingPlugin
 from grader.sandbox.isolation import Isolation
@@ -66,9 +68,10 @@ def run_suite(assignment: Assignment, program: Program | None, limits: Limits, d
         if unknown:
             raise SuiteError(f"the hidden suite grades parts that assignment.toml does not list: {unknown}")
         if session is None:
-            return {"tests": tests, "notes": [], "output": ""}
+            return {"tests": tests, "notes": [], "output": "", "flags": []}
         session.close()  # a child's output is collected when it ends
-        return {"tests": tests, "notes": session.notes, "output": session.output()}
+        flags = [dataclasses.asdict(flag) for flag in program_flags(program)]  # here, not in the grader: in parallel
+        return {"tests": tests, "notes": session.notes, "output": session.output(), "flags": flags}
     finally:
         if session is not None:
             session.close()

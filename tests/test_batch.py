@@ -14,6 +14,7 @@ import pytest
 
 from grader.api import grade
 from grader.batch import discover, grade_batch, report_path, write_outputs
+from grader.report import SCHEMA_VERSION
 from grader.sandbox.zygote import ZygoteServer
 from reference import as_submission
 from tests.conftest import ASSIGNMENT_03, ROOT, TEST_LIMITS, alive, descendants
@@ -86,7 +87,7 @@ def test_interrupt_keeps_finished_reports_and_leaves_no_process(class_folder, tm
     with pytest.raises(KeyboardInterrupt):
         run(class_folder, out, on_report=interrupt)
     written = [p for p in (out / "reports").rglob("*.json")]
-    assert len(written) == 1 and json.loads(written[0].read_text())["schema_version"] == 1
+    assert len(written) == 1 and json.loads(written[0].read_text())["schema_version"] == SCHEMA_VERSION
     # Every forked process was reaped (a zombie would still be listed); the zygote server stays.
     assert descendants(os.getpid(), depth=1) == [ZygoteServer.shared().pid]
     resumed = run(class_folder, out)

@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from grader.checks import CheckFailed, expect_close, expect_contract_parameters
+from grader.checks import CheckFailed, expect_close, expect_contract_parameters, expect_derivative
 
 
 class FakeRemote:
@@ -67,3 +67,18 @@ def test_expect_close_names_the_mistake_the_value_matches():
 def test_expect_close_reports_nan_where_the_reference_is_finite():
     with pytest.raises(CheckFailed, match="contain nan"):
         expect_close("f(x)", torch.tensor([float("nan"), 1.0]), torch.tensor([0.0, 1.0]), atol=1e-6)
+
+
+def test_a_reported_gradient_must_be_the_derivative_of_the_loss():
+    x = torch.tensor([0.3, -1.2, 2.0], dtype=torch.float64)
+    grad = 2 * x  # of (x ** 2).sum()
+    direction = grad / grad.norm()
+
+    def loss_at(t: float) -> float:
+        return float(((x + t * direction) ** 2).sum())
+
+    expect_derivative("sum of squares", float(grad.norm()), loss_at, step=1e-3)
+    with pytest.raises(CheckFailed, match="changes at a rate of"):
+        expect_derivative("sum of squares", 2 * float(grad.norm()), loss_at, step=1e-3, hint="cut")
+    with pytest.raises(CheckFailed):  # a loss that does not move at all
+        expect_derivative("constant", 1.0, lambda t: 5.0, step=1e-3)

@@ -10,6 +10,7 @@ import sys
 import nbformat
 import pytest
 
+from grader.report import SCHEMA_VERSION
 from tests.conftest import ASSIGNMENT_03, ROOT
 
 pytestmark = pytest.mark.slow
@@ -28,7 +29,7 @@ def test_example_submission_prints_the_table_and_writes_the_report(tmp_path):
         assert part_id in result.stdout
     assert "sqrt(d_model)" in result.stdout  # the example's mistake is named
     report = json.loads(out.read_text())
-    assert report["schema_version"] == 1 and report["status"] == "graded"
+    assert report["schema_version"] == SCHEMA_VERSION and report["status"] == "graded"
     assert 0 < report["score"] < report["max_score"]
 
 

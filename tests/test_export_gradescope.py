@@ -140,7 +140,7 @@ def test_zip_holds_the_scripts_at_its_root_and_the_source_to_grade(autograder_zi
     with zipfile.ZipFile(autograder_zip) as archive:
         modes = {info.filename: info.external_attr >> 16 & 0o777 for info in archive.infolist()}
     assert modes["run_autograder"] == modes["setup.sh"] == 0o755
-    for name in ("pyproject.toml", "README.md", "grader/cli.py", "grader/schema/report.v1.json",
+    for name in ("pyproject.toml", "README.md", "grader/cli.py", "grader/schema/report.v2.json",
                  "reference/multihead.py", "reference/hidden/a03/conftest.py", "reference/hidden/a03/test_multihead.py",
                  "assignments/03/assignment.toml", "assignments/03/mha.py"):
         assert name in modes, name

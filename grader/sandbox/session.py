@@ -96,6 +96,12 @@ class StudentSession:
 
     # ---- the API hidden tests use --------------------------------------------------------
 
+    @property
+    def program(self) -> Program:
+        """The submission as the grader read it, for checks of its source: parsed here,
+        never sent back by the student's process."""
+        return self._program
+
     def call(self, name: str, *args: Any, **kwargs: Any) -> Any:
         return self._request({"op": "call", "target": name}, name, args, kwargs)
 

@@ -1,4 +1,4 @@
-"""Dimensions, inputs and the watched softmax call for the 01 suite.
+"""Dimensions, inputs and the checked softmax call for the 01 suite.
 
 d_k = 8 makes 1, sqrt(d_k) and d_k three different scales, so each scaling mistake
 produces a distinguishable output; d_v = 6 differs from d_k and T_k = 7 from T_q = 5, so
@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from grader.checks import CheckFailed
+from grader.source_check import SourceCheck, check_function
 from reference.attention import SelfAttention
 from reference.hidden.a01 import variants
 
@@ -25,15 +26,32 @@ def make_input(device):
     return make
 
 
+@pytest.fixture(scope="session")
+def softmax_source(student) -> SourceCheck:
+    """What the code reachable from the student's softmax references, read from the source
+    by the grader: the verdict on the rule, which the student's process cannot change."""
+    return check_function(student.program, "softmax", variants.FORBIDDEN_SOFTMAX_OPS)
+
+
 @pytest.fixture
-def call_softmax(student):
-    """``call_softmax(x, dim=...)``: the student's softmax, failing the test when it runs a
-    built-in softmax (by any route: torch.softmax, F.softmax, nn.Softmax, a method,
-    log_softmax, torch.special, torch.ops.aten). ``call_softmax.backward(...)`` likewise."""
+def call_softmax(student, softmax_source):
+    """``call_softmax(x, dim=...)``: the student's softmax, failing the test when it uses a
+    built-in softmax: when the source reaches one (torch.softmax, F.softmax, nn.Softmax, a
+    method, log_softmax, torch.special, softmin, scaled_dot_product_attention, an alias of
+    any), hides what it calls (getattr with a computed name, eval, torch._C...), or when
+    one runs (watched in the student's process, which names the route in the hint).
+    ``call_softmax.backward(...)`` likewise."""
     def check(seen: list[str], what: str) -> None:
+        flags = softmax_source.flags
         if seen:
             raise CheckFailed(f"{what} called torch's built-in {', '.join(seen)}, which this part forbids",
-                              variants.forbidden_softmax_hint(seen))
+                              variants.forbidden_softmax_hint(seen), flags)
+        if softmax_source.forbidden:
+            raise CheckFailed(f"{what}: {_listed(softmax_source.forbidden)}: a built-in softmax, which this part "
+                              "forbids", variants.forbidden_softmax_hint(softmax_source.names), flags)
+        if softmax_source.unverifiable:
+            raise CheckFailed(f"{what}: the grader cannot tell from your source what your softmax calls: "
+                              f"{_listed(softmax_source.unverifiable)}", variants.UNVERIFIABLE_SOFTMAX, flags)
 
     class Call:
         def __call__(self, x, *args, **kwargs):
@@ -49,6 +67,11 @@ def call_softmax(student):
             return got
 
     return Call()
+
+
+def _listed(flags, most: int = 3) -> str:
+    shown = "; ".join(f"{flag.detail} ({flag.where})" for flag in flags[:most])
+    return shown + (f"; and {len(flags) - most} more" if len(flags) > most else "")
 
 
 @pytest.fixture

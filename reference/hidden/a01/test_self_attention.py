@@ -39,12 +39,19 @@ def mistakes(student, module, x) -> dict:
     return {**table, variants.OWN_SDPA_WRONG: own_sdpa, **projection_mixups}
 
 
-def test_self_attention_has_the_contract_parameters(student):
+def test_self_attention_has_the_contract_parameters(student, make_input, device):
     for bias in (False, True):
+        torch.manual_seed(2)
+        reference = SelfAttention(D_IN, D_OUT, qkv_bias=bias).to(device)
         expect_contract_parameters(f"SelfAttention(qkv_bias={bias})", student.new("SelfAttention", D_IN, D_OUT, qkv_bias=bias),
-                          SelfAttention(D_IN, D_OUT, qkv_bias=bias),
-                          names_hint="use W_query, W_key, W_value = nn.Linear(d_in, d_out, bias=qkv_bias)",
+                          reference, names_hint="use W_query, W_key, W_value = nn.Linear(d_in, d_out, bias=qkv_bias)",
                           shape_hint="a parameter has the wrong shape: nn.Linear(d_in, d_out)")
+        # The names are the student process's word; holding the reference's parameters by those
+        # names, the module must compute what the reference does.
+        x = make_input(2, 4, D_IN, seed=66)
+        module = student.new_like(reference, "SelfAttention", D_IN, D_OUT, qkv_bias=bias)
+        expect_close(f"SelfAttention(qkv_bias={bias})(x) holding the reference's parameters", module(x), reference(x),
+                     atol=ATOL, rtol=RTOL, mistakes=mistakes(student, reference, x))
 
 
 @pytest.mark.part("SelfAttention", points=3)

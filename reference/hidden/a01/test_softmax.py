@@ -1,6 +1,7 @@
 """Every call to the student's softmax goes through ``call_softmax`` (see conftest.py),
-which fails the test when a built-in softmax runs inside it: a softmax that calls one
-scores 0 here, however right its values."""
+which fails the test when the source of the student's softmax reaches a built-in softmax
+or hides what it calls, or when a built-in softmax runs inside it: a softmax that uses
+one scores 0 here, however right its values."""
 
 import pytest
 import torch

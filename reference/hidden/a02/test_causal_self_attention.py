@@ -17,26 +17,57 @@ def _params(module):
     return {name: p.detach() for name, p in module.named_parameters()}
 
 
+def close(got, want: torch.Tensor) -> bool:
+    """The test of ``expect_close`` at this part's tolerance, as a bool."""
+    return (isinstance(got, torch.Tensor) and got.shape == want.shape
+            and torch.allclose(got.detach().double().cpu(), want.double().cpu(), atol=ATOL, rtol=RTOL, equal_nan=True))
+
+
 def expect_csa(what, got, reference, x):
     expect_close(what, got, reference(x), atol=ATOL, rtol=RTOL,
                  mistakes=variants.causal_self_attention_mistakes(_params(reference), x))
 
 
-def test_csa_has_the_contract_parameters(student):
+def test_csa_has_the_contract_parameters(student, make_input, device):
     for bias in (False, True):
+        torch.manual_seed(2)
+        reference = CausalSelfAttention(D_IN, D_OUT, CONTEXT, qkv_bias=bias).to(device)
         expect_contract_parameters(f"CausalSelfAttention(qkv_bias={bias})",
-                          student.new("CausalSelfAttention", D_IN, D_OUT, CONTEXT, qkv_bias=bias),
-                          CausalSelfAttention(D_IN, D_OUT, CONTEXT, qkv_bias=bias),
+                          student.new("CausalSelfAttention", D_IN, D_OUT, CONTEXT, qkv_bias=bias), reference,
                           names_hint="use W_query, W_key, W_value = nn.Linear(d_in, d_out, bias=qkv_bias)",
                           shape_hint="a parameter has the wrong shape: nn.Linear(d_in, d_out)",
                           unexpected_hints={"mask": variants.MASK_NOT_A_BUFFER})
+        # The names are the student process's word; holding the reference's parameters by those
+        # names, the module must compute what the reference does.
+        x = make_input(2, 4, D_IN, seed=101)
+        module = student.new_like(reference, "CausalSelfAttention", D_IN, D_OUT, CONTEXT, qkv_bias=bias)
+        expect_csa(f"CausalSelfAttention(qkv_bias={bias})(x) holding the reference's parameters", module(x),
+                   reference, x)
 
 
-def test_csa_mask_is_a_registered_buffer(student):
+def test_csa_mask_is_a_registered_buffer(student, reference_csa, make_input):
     got = student.new("CausalSelfAttention", D_IN, D_OUT, CONTEXT).inspect()
     if "mask" not in got["buffers"]:
         raise CheckFailed(f"CausalSelfAttention buffers: got {sorted(got['buffers'])}, expected a buffer named "
                           "'mask'", variants.MASK_NOT_A_BUFFER)
+    # Which buffers a module has is the student process's word; what it computes is checked.
+    # Loaded with its mask transposed (the future instead of the past), the module must attend
+    # as that mask says, whichever way its own mask reads True.
+    module = student.new_like(reference_csa, "CausalSelfAttention", D_IN, D_OUT, CONTEXT)
+    state = module.method("state_dict")
+    mask = state.get("mask") if isinstance(state, dict) else None
+    if not (isinstance(mask, torch.Tensor) and mask.dim() >= 2 and tuple(mask.shape[-2:]) == (CONTEXT, CONTEXT)):
+        raise CheckFailed(f"CausalSelfAttention.state_dict()['mask']: expected the ({CONTEXT}, {CONTEXT}) causal mask",
+                          variants.MASK_NOT_A_BUFFER)
+    swapped = mask.transpose(-2, -1).contiguous()
+    module.method("load_state_dict", {**state, "mask": swapped})
+    x = make_input(2, CONTEXT, D_IN, seed=102)
+    got = module(x)
+    allowed = (swapped != 0).reshape(-1, CONTEXT, CONTEXT)[0]
+    if not any(close(got, variants.causal_self_attention(_params(reference_csa), x, mask=reading))
+               for reading in (allowed, ~allowed)):
+        raise CheckFailed("CausalSelfAttention loaded with its mask transposed: the output does not follow the "
+                          "loaded mask", variants.MASK_BUFFER_UNUSED)
 
 
 @pytest.mark.part("CausalSelfAttention", points=3)

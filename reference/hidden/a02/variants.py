@@ -51,6 +51,8 @@ DROPOUT_GENERATOR_IGNORED = ("generator ignored: draw the random numbers from it
 NO_CAUSAL_MASK = "the causal mask is not applied: position i sees later positions; mask the scores with mask[:T, :T]"
 MASK_NOT_A_BUFFER = ("register the mask with self.register_buffer(\"mask\", causal_mask(context_length)): "
                      "a buffer is not trained and moves with .to(device)")
+MASK_BUFFER_UNUSED = ("forward does not use the buffer mask: mask the scores with self.mask[:T, :T], so the mask "
+                      "loads and moves with the module")
 CSA_DROPOUT_IN_EVAL = ("dropout is active in eval mode (two calls give different outputs): "
                        "pass self.training to dropout, or use nn.Dropout")
 CSA_NO_DROPOUT = "dropout=0.5 changes nothing in training mode: apply dropout to the attention weights"
@@ -155,15 +157,17 @@ def causal_self_attention(
     x: torch.Tensor,
     *,
     mask_kind: str = "tril",
+    mask: torch.Tensor | None = None,
     mask_mode: str = "before_softmax",
     **attention_change,
 ) -> torch.Tensor:
-    """Dropout off (p = 0 or eval mode); ``mask_mode`` as in ``a01.variants.attention``."""
+    """Dropout off (p = 0 or eval mode); ``mask_mode`` as in ``a01.variants.attention``;
+    ``mask``: this (T, T) mask (True = may attend) instead of a causal one of ``mask_kind``."""
     def linear(name: str) -> torch.Tensor:
         return F.linear(x, params[f"{name}.weight"], params.get(f"{name}.bias"))
 
     q, k, v = linear("W_query"), linear("W_key"), linear("W_value")  # (B, T, d_out) each
-    mask = causal_mask(x.size(1), x.device, kind=mask_kind)
+    mask = causal_mask(x.size(1), x.device, kind=mask_kind) if mask is None else mask
     return attention(q, k, v, mask, mask_mode=mask_mode, **attention_change)[0]
 
 

@@ -17,12 +17,20 @@ def _params(module):
     return {name: p.detach() for name, p in module.named_parameters()}
 
 
-def test_mha_has_the_contract_parameters(student):
+def test_mha_has_the_contract_parameters(student, make_input, device):
     for bias in (True, False):
+        torch.manual_seed(2)
+        reference = MultiHeadAttention(D_MODEL, NUM_HEADS, bias=bias).to(device)
         expect_contract_parameters(f"MultiHeadAttention(bias={bias})",
-                          student.new("MultiHeadAttention", D_MODEL, NUM_HEADS, bias=bias),
-                          MultiHeadAttention(D_MODEL, NUM_HEADS, bias=bias),
+                          student.new("MultiHeadAttention", D_MODEL, NUM_HEADS, bias=bias), reference,
                           names_hint="use W_q, W_k, W_v, W_o = nn.Linear(d_model, d_model, bias=bias)")
+        # The names are the student process's word; holding the reference's parameters by those
+        # names, the module must compute what the reference does.
+        x = make_input(2, 4, D_MODEL, seed=21)
+        module = student.new_like(reference, "MultiHeadAttention", D_MODEL, NUM_HEADS, bias=bias)
+        expect_close(f"MultiHeadAttention(bias={bias})(x, x, x) holding the reference's parameters", module(x, x, x),
+                     reference(x, x, x), atol=ATOL, rtol=RTOL,
+                     mistakes=variants.mistakes(_params(reference), x, x, x, NUM_HEADS))
 
 
 @pytest.mark.part("MultiHeadAttention", points=3)

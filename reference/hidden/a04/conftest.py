@@ -14,6 +14,21 @@ from reference.positions import TokenEmbedding
 
 D_MODEL, MAX_LEN, VOCAB, PAD = 16, 64, 23, 0
 # The definitions of the stub module; its stubs' messages start with their name.
+# Sent into the student's process (student.define): what one training step does to a module.
+TRAINING_HELPER = """
+import torch
+
+
+def step(module, x):
+    \"\"\"Move each trainable parameter against its gradient of module(x).sum(), as SGD would.\"\"\"
+    parameters = [p for p in module.parameters() if p.requires_grad]
+    if parameters:
+        module(x).sum().backward()
+        with torch.no_grad():
+            for p in parameters:
+                if p.grad is not None:
+                    p -= p.grad
+"""
 
 
 @pytest.fixture

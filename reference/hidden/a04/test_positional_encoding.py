@@ -2,9 +2,9 @@ import pytest
 import torch
 
 from grader.checks import CheckFailed, expect_close, expect_raises, expect_tensor
-from grader.sandbox.session import StudentError
+from grader.sandbox.session import StudentError, StudentException
 from reference.hidden.a04 import variants
-from reference.hidden.a04.conftest import D_MODEL, MAX_LEN, close
+from reference.hidden.a04.conftest import D_MODEL, MAX_LEN, TRAINING_HELPER, close
 from reference.positions import sinusoidal_encoding
 
 pytestmark = pytest.mark.part("PositionalEncoding")
@@ -20,22 +20,50 @@ def _module(student, device, **kwargs):
     return module
 
 
-def _students_table(module) -> torch.Tensor | None:
-    """The table the student's module holds as (MAX_LEN, D_MODEL), if it holds one."""
+def _table_added(student, device) -> torch.Tensor | None:
+    """The (MAX_LEN, D_MODEL) table a new module (no dropout) adds to its input, read off its
+    output for zeros: what it computes, not what it says it holds. None if there is none."""
+    module = _module(student, device)  # a stub raises here, and says it is one
     try:
-        pe = module.attr("pe")
-    except StudentError:
+        got = module(torch.zeros(1, MAX_LEN, D_MODEL, device=device))
+    except StudentError as exc:
+        if isinstance(exc, StudentException) and exc.type_name == "NotImplementedError":
+            raise
         return None
-    if isinstance(pe, torch.Tensor) and pe.is_floating_point() and pe.numel() == MAX_LEN * D_MODEL:
-        return pe.detach().reshape(MAX_LEN, D_MODEL).float()
+    if isinstance(got, torch.Tensor) and got.is_floating_point() and tuple(got.shape) == (1, MAX_LEN, D_MODEL):
+        return got[0].detach().float()
     return None
 
 
-def _tables(module, device) -> list[torch.Tensor]:
+def _tables(student, device) -> list[torch.Tensor]:
     """The right answers for ``x + pe[:T]``: the reference table, and (part isolation: a
     wrong sinusoidal_encoding costs points in that part only) the student's own table."""
-    own = _students_table(module)
-    return [sinusoidal_encoding(MAX_LEN, D_MODEL).to(device)] + ([own.to(device)] if own is not None else [])
+    own = _table_added(student, device)
+    return [sinusoidal_encoding(MAX_LEN, D_MODEL).to(device)] + ([own] if own is not None else [])
+
+
+def _expect_the_buffer_is_added(module, x: torch.Tensor) -> torch.Tensor:
+    """Which buffers a module has is the student process's word; what it computes is checked:
+    loaded with one table as ``pe`` and then another, its output must change by the
+    difference of their first T rows (whatever it does to x: that is graded elsewhere).
+    Returns its output for ``x`` as it is left."""
+    state = module.method("state_dict")
+    pe = state.get("pe") if isinstance(state, dict) else None
+    if not (isinstance(pe, torch.Tensor) and pe.is_floating_point() and pe.numel() == MAX_LEN * D_MODEL):
+        raise CheckFailed("PositionalEncoding.state_dict(): expected a float pe with "
+                          f"{MAX_LEN}x{D_MODEL} values", variants.PE_NOT_REGISTERED)
+    tables = [torch.randn(pe.shape, generator=torch.Generator().manual_seed(seed), dtype=pe.dtype).to(x.device)
+              for seed in (47, 49)]
+    outputs = []
+    for table in tables:
+        module.method("load_state_dict", {**state, "pe": table})
+        outputs.append(module(x))
+    change = (tables[1] - tables[0]).reshape(MAX_LEN, D_MODEL)[: x.size(1)].to(x.dtype).expand_as(x)
+    if not (all(isinstance(output, torch.Tensor) and output.shape == x.shape for output in outputs)
+            and close(outputs[1] - outputs[0], change, atol=2 * ATOL)):
+        raise CheckFailed("PositionalEncoding loaded with one table as pe, then another: its output did not change "
+                          "by the difference of their first T rows", variants.PE_BUFFER_UNUSED)
+    return outputs[1]
 
 
 def _expect_sum(what, got, x, tables):
@@ -50,8 +78,9 @@ def _expect_sum(what, got, x, tables):
 
 
 @pytest.mark.part("PositionalEncoding", points=2)
-def test_pe_is_a_buffer_not_a_parameter(student):
-    info = student.new("PositionalEncoding", D_MODEL, max_len=MAX_LEN).inspect()
+def test_pe_is_a_buffer_not_a_parameter(student, make_input, device):
+    module = _module(student, device)
+    info = module.inspect()
     if "pe" in info["parameters"]:
         raise CheckFailed("PositionalEncoding: pe is a parameter (it would be trained), expected a buffer",
                           variants.PE_PARAMETER)
@@ -61,22 +90,31 @@ def test_pe_is_a_buffer_not_a_parameter(student):
     if info["parameters"]:
         raise CheckFailed(f"PositionalEncoding has parameters {sorted(info['parameters'])}; expected none",
                           "the positional encoding is fixed: nothing in it is trained")
+    # What the module says it has is checked by what it does: it adds the pe it loads, and a
+    # training step (each parameter against its gradient) leaves its output as it was.
+    x = make_input(2, 5, D_MODEL, seed=46)
+    before = _expect_the_buffer_is_added(module, x)
+    student.define("training", TRAINING_HELPER).method("step", module, x)
+    if not close(module(x), before, atol=ATOL):
+        raise CheckFailed("PositionalEncoding after one training step: its output changed, so pe was trained",
+                          variants.PE_PARAMETER)
 
 
-def test_pe_buffer_shape(student):
+def test_pe_buffer_shape(student, make_input, device):
     # Its dtype is sinusoidal_encoding's business; the output's dtype is checked with the values.
-    pe = student.new("PositionalEncoding", D_MODEL, max_len=MAX_LEN).attr("pe")
+    module = _module(student, device)
+    pe = module.attr("pe")
     hint = variants.PE_SHAPE if isinstance(pe, torch.Tensor) and pe.numel() == MAX_LEN * D_MODEL else None
     expect_tensor(f"PositionalEncoding({D_MODEL}, max_len={MAX_LEN}).pe", pe, shape=(MAX_LEN, D_MODEL), hint=hint)
+    _expect_the_buffer_is_added(module, make_input(2, 5, D_MODEL, seed=48))
 
 
-def test_pe_holds_the_sinusoidal_table(student):
-    module = student.new("PositionalEncoding", D_MODEL, max_len=MAX_LEN)
-    got = _students_table(module)
-    want = sinusoidal_encoding(MAX_LEN, D_MODEL)
+def test_pe_holds_the_sinusoidal_table(student, device):
+    got = _table_added(student, device)
+    want = sinusoidal_encoding(MAX_LEN, D_MODEL).to(device)
     if got is None:
-        raise CheckFailed(f"PositionalEncoding({D_MODEL}, max_len={MAX_LEN}).pe: expected a float tensor with "
-                          f"{MAX_LEN}x{D_MODEL} values", variants.PE_NOT_REGISTERED)
+        raise CheckFailed(f"PositionalEncoding({D_MODEL}, max_len={MAX_LEN})(zeros (1, {MAX_LEN}, {D_MODEL})): "
+                          f"expected a float tensor of that shape, x + pe", variants.PE_NOT_REGISTERED)
     if close(got, want, atol=ATOL):
         return
     try:
@@ -84,11 +122,12 @@ def test_pe_holds_the_sinusoidal_table(student):
     except StudentError:
         own = None
     if (isinstance(own, torch.Tensor) and own.is_floating_point() and own.numel() == got.numel()
-            and close(got, own.float().reshape(got.shape), atol=ATOL)):
+            and close(got, own.float().reshape(got.shape).to(device), atol=ATOL)):
         return  # the table is your sinusoidal_encoding's: its mistakes cost points there only
     mistakes = dict(variants.encoding_mistakes(MAX_LEN, D_MODEL))
     mistakes[variants.PE_TABLE_DIFFERS] = lambda: got  # anything else: say where the table comes from
-    expect_close(f"PositionalEncoding({D_MODEL}, max_len={MAX_LEN}).pe", got, want, atol=ATOL, mistakes=mistakes)
+    expect_close(f"PositionalEncoding({D_MODEL}, max_len={MAX_LEN})(zeros): the table it adds", got, want, atol=ATOL,
+                 mistakes=mistakes)
 
 
 @pytest.mark.part("PositionalEncoding", points=3)
@@ -97,14 +136,14 @@ def test_pe_forward_values(student, make_input, device):
     x = make_input(2, 7, D_MODEL, seed=40)
     got = module(x)
     expect_tensor("PositionalEncoding(x: (2, 7, 16))", got, shape=x.shape)
-    _expect_sum("PositionalEncoding(x: (2, 7, 16))", got, x, _tables(module, device))
+    _expect_sum("PositionalEncoding(x: (2, 7, 16))", got, x, _tables(student, device))
 
 
 def test_pe_forward_at_max_len(student, make_input, device):
     module = _module(student, device)
     x = make_input(1, MAX_LEN, D_MODEL, seed=41)
     _expect_sum(f"PositionalEncoding(x: (1, {MAX_LEN}, 16)) with max_len={MAX_LEN}", module(x), x,
-                _tables(module, device))
+                _tables(student, device))
 
 
 def test_pe_rejects_input_longer_than_max_len(student, make_input, device):
@@ -118,7 +157,7 @@ def test_pe_dropout_is_off_in_eval_mode(student, make_input, device):
     module.method("eval")
     x = make_input(2, 7, D_MODEL, seed=43)
     got = module(x)
-    tables = _tables(module, device)
+    tables = _tables(student, device)
     if isinstance(got, torch.Tensor) and got.shape == x.shape and (got == 0).float().mean() > 0.3:
         raise CheckFailed("PositionalEncoding(dropout=0.5) in eval mode: about half of the output is zero",
                           variants.DROPOUT_IN_EVAL)
@@ -133,7 +172,7 @@ def test_pe_dropout_in_training_mode(student, make_input, device):
     got = module(x)
     expect_tensor("PositionalEncoding(dropout=0.5)(x: (4, 50, 16)) in training mode", got, shape=x.shape)
     got = got.detach()
-    base = variants.positional_encoding(x, _tables(module, device)[-1])  # x + pe[:T], no dropout
+    base = variants.positional_encoding(x, _tables(student, device)[-1])  # x + pe[:T], no dropout
     kept = got != 0
     dropped = 1.0 - kept.float().mean().item()
     if 0.4 <= dropped <= 0.6 and close(got[kept], 2 * base[kept], atol=2 * ATOL):

@@ -25,10 +25,16 @@ def student_embedding(student, reference_embedding):
     return student.new_like(reference_embedding, "TokenEmbedding", VOCAB, D_MODEL, padding_idx=PAD)
 
 
-def test_token_embedding_has_the_contract_parameters(student):
+def test_token_embedding_has_the_contract_parameters(student, reference_embedding, make_tokens):
     names = "use one submodule embedding = nn.Embedding(vocab_size, d_model, padding_idx=padding_idx)"
     expect_contract_parameters(f"TokenEmbedding({VOCAB}, {D_MODEL})", student.new("TokenEmbedding", VOCAB, D_MODEL),
                       TokenEmbedding(VOCAB, D_MODEL), names_hint=names, shape_hint=names)
+    # The names are the student process's word; holding the reference's parameters by those
+    # names, the module must compute what the reference does.
+    tokens = make_tokens(2, 4, seed=56)
+    module = student.new_like(reference_embedding, "TokenEmbedding", VOCAB, D_MODEL, padding_idx=PAD)
+    expect_close("TokenEmbedding(tokens) holding the reference's weights", module(tokens), reference_embedding(tokens),
+                 atol=ATOL, rtol=RTOL, mistakes=variants.embedding_mistakes(tokens, _weights(reference_embedding)["embedding.weight"]))
 
 
 @pytest.mark.part("TokenEmbedding", points=3)

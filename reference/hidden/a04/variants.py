@@ -26,6 +26,8 @@ PE_PARAMETER = ("pe is an nn.Parameter: register it with self.register_buffer('p
 PE_NOT_REGISTERED = ("pe is not a registered buffer: use self.register_buffer('pe', table) so that it "
                      "moves with .to(device) and is saved in the state dict")
 PE_SHAPE = "store pe as (max_len, d_model) and add pe[:T]; add the batch dimension by broadcasting"
+PE_BUFFER_UNUSED = ("forward does not add the buffer pe: return x + self.pe[:T], so the table loads and moves "
+                    "with the module")
 PE_DTYPE = "the output must have x's dtype (float32): add pe[:T].to(x.dtype), or keep pe in float32"
 PE_TABLE_DIFFERS = ("pe does not hold sinusoidal_encoding(max_len, d_model): build the buffer with "
                     "your sinusoidal_encoding")

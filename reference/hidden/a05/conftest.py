@@ -12,6 +12,7 @@ piece (or in FeedForward) then costs points where it is graded, not here.
 """
 
 import dataclasses
+import math
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ import pytest
 import torch
 from torch import nn
 
-from grader.checks import CheckFailed, expect_close
+from grader.checks import CheckFailed, expect_close, expect_derivative
 from grader.sandbox.session import StudentError, StudentException
 from reference.hidden.a05 import variants
 from reference.layers import DecoderLayer, EncoderLayer, FeedForward, Transformer
@@ -116,19 +117,61 @@ def student_transformer(student, reference_transformer):
 SHAPE_HINT = "a parameter has the wrong shape; check the nn.Linear sizes against the contract"
 
 
-def expect_gradients(what: str, got, reference: nn.Module, *, input_grad: bool = True) -> None:
-    """A gradient reaches every submodule (and the first input, when it is a float tensor).
-    Per submodule, not per parameter, and not its values: an attention that leaves W_o
-    unused, or gives nan for a fully masked row, is assignment 03's mistake, not this
-    part's (part isolation)."""
-    reached = {_submodule(name) for name, grad in got.param_grads.items() if grad is not None}
-    missing = sorted({_submodule(name) for name, _ in reference.named_parameters()} - reached)
-    if input_grad and got.input_grads[0] is None:
-        missing.insert(0, "the input x")
+GRAPH_CUT = ("every submodule must take part in forward, and nothing may cut the autograd graph "
+             "(.detach(), torch.no_grad(), .data)")
+# Along a unit direction. The reference's central differences are within 0.05% of its
+# gradients' norms; at 1e-2 the curvature of a whole layer's parameters makes that 5-12%.
+GRADIENT_STEP = 1e-3
+
+
+def expect_gradients(what: str, module, reference: nn.Module, args: tuple, grad_output: torch.Tensor, *,
+                     inputs: dict[int, tuple[str, str]]) -> None:
+    """A gradient reaches every submodule of ``module`` (which holds ``reference``'s
+    parameters) and each input ``inputs`` names (position -> (name, hint when none does)).
+    Per submodule, not per parameter, and not against the reference's values: an attention
+    that leaves W_o unused is assignment 03's mistake, not this part's (part isolation).
+
+    Which gradients arrive is the student's process's word, so each one is checked against
+    the loss ``<module(*args), grad_output>`` the same module computes: moved a little along
+    the reported gradient, its parameters (or the input) must change that loss at the
+    rate the gradient's norm says. Positions where the output is not finite are left out."""
+    got = module.backward(*args, grad_output=grad_output)
+    base = {name: p.detach() for name, p in reference.named_parameters()}
+    groups: dict[str, dict[str, torch.Tensor]] = {}
+    for name in base:
+        grad = got.param_grads.get(name)
+        groups.setdefault(_submodule(name), {}).update({name: grad} if isinstance(grad, torch.Tensor) else {})
+    missing = sorted(group for group, grads in groups.items() if _norm(grads) == 0)
     if missing:
-        raise CheckFailed(f"{what}: no gradient reached {missing}",
-                          "every submodule must take part in forward, and nothing may cut the autograd graph "
-                          "(.detach(), torch.no_grad(), .data)")
+        raise CheckFailed(f"{what}: no gradient reached {missing}", GRAPH_CUT)
+    for position, (name, hint) in inputs.items():
+        grad = got.input_grads[position] if position < len(got.input_grads) else None
+        if not isinstance(grad, torch.Tensor) or _norm({name: grad}) == 0:
+            raise CheckFailed(f"{what}: no gradient reached {name}", hint)
+
+    with torch.no_grad():
+        finite = torch.isfinite(module(*args).detach())
+
+    def loss(parameters: dict, moved_args: tuple) -> float:
+        module.load_parameters(parameters)
+        return float((module(*moved_args).detach().double() * grad_output.double()).where(finite, 0.0).sum())
+
+    for group, grads in groups.items():
+        norm = _norm(grads)
+        moved = lambda t, grads=grads, norm=norm: {**base, **{n: base[n] + t * g / norm for n, g in grads.items()}}
+        expect_derivative(f"{what}: gradient of {group}", norm, lambda t: loss(moved(t), args),
+                          step=GRADIENT_STEP, hint=GRAPH_CUT)
+    for position, (name, hint) in inputs.items():
+        grad = got.input_grads[position]
+        norm = _norm({name: grad})
+        moved = lambda t, position=position, grad=grad, norm=norm: tuple(
+            arg.detach() + t * grad / norm if i == position else arg for i, arg in enumerate(args))
+        expect_derivative(f"{what}: gradient of {name}", norm, lambda t: loss(base, moved(t)),
+                          step=GRADIENT_STEP, hint=hint)
+
+
+def _norm(grads: dict[str, torch.Tensor]) -> float:
+    return math.sqrt(sum(float(g.detach().double().pow(2).sum()) for g in grads.values()))
 
 
 def _submodule(name: str) -> str:

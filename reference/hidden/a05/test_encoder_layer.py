@@ -7,6 +7,7 @@ from reference.hidden.a05.conftest import (
     SHAPE_HINT,
     D_FF,
     D_MODEL,
+    GRAPH_CUT,
     NUM_HEADS,
     attention_pieces,
     diagnosing,
@@ -36,10 +37,15 @@ def _expect_layer(what, layer, reference, x, mask=None):
                       atol=ATOL, rtol=RTOL, mistakes=variants.encoder_mistakes(x, mask, modules), pieces=pieces)
 
 
-def test_encoder_layer_has_the_contract_parameters(student):
+def test_encoder_layer_has_the_contract_parameters(student, reference_encoder_layer, make_input):
     expect_contract_parameters(f"EncoderLayer({D_MODEL}, {NUM_HEADS}, {D_FF})",
                       student.new("EncoderLayer", D_MODEL, NUM_HEADS, D_FF), EncoderLayer(D_MODEL, NUM_HEADS, D_FF),
                       names_hint=f"use the contract's submodules: {NAMES}", shape_hint=SHAPE_HINT)
+    # The names are the student process's word; holding the reference's parameters by those
+    # names, the module must compute what the reference does.
+    layer = student.new_like(reference_encoder_layer, "EncoderLayer", D_MODEL, NUM_HEADS, D_FF)
+    _expect_layer("EncoderLayer(x) holding the reference's parameters", layer, reference_encoder_layer,
+                  make_input(2, 3, D_MODEL, seed=200))
 
 
 def test_encoder_layer_shape(student_encoder_layer, make_input):
@@ -76,8 +82,8 @@ def test_encoder_layer_dropout_is_off_in_eval_mode(student, reference_encoder_la
 
 def test_encoder_layer_gradients_reach_every_submodule(student_encoder_layer, reference_encoder_layer, make_input):
     x = make_input(2, 4, D_MODEL, seed=75).requires_grad_(True)
-    got = student_encoder_layer.backward(x, grad_output=make_input(2, 4, D_MODEL, seed=76))
-    expect_gradients("EncoderLayer", got, reference_encoder_layer)
+    expect_gradients("EncoderLayer", student_encoder_layer, reference_encoder_layer, (x,),
+                     make_input(2, 4, D_MODEL, seed=76), inputs={0: ("the input x", GRAPH_CUT)})
 
 
 def test_encoder_layer_follows_the_input_device(student_encoder_layer, make_input, device):

@@ -16,10 +16,16 @@ def _params(module):
     return {name: p.detach() for name, p in module.named_parameters()}
 
 
-def test_feed_forward_has_the_contract_parameters(student):
+def test_feed_forward_has_the_contract_parameters(student, reference_ffn, make_input):
     expect_contract_parameters(f"FeedForward({D_MODEL}, {D_FF})", student.new("FeedForward", D_MODEL, D_FF),
                       FeedForward(D_MODEL, D_FF), shape_hint=SHAPE_HINT, names_hint="use the contract's submodules: "
                       "linear1 = nn.Linear(d_model, d_ff), linear2 = nn.Linear(d_ff, d_model)")
+    # The names are the student process's word; holding the reference's parameters by those
+    # names, the module must compute what the reference does.
+    x = make_input(2, 3, D_MODEL, seed=200)
+    expect_close("FeedForward(x) holding the reference's parameters",
+                 student.new_like(reference_ffn, "FeedForward", D_MODEL, D_FF)(x), reference_ffn(x), atol=ATOL,
+                 rtol=RTOL, mistakes=variants.feed_forward_mistakes(x, _params(reference_ffn)))
 
 
 def test_feed_forward_shape(student_ffn, make_input):

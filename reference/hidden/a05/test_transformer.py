@@ -70,12 +70,19 @@ def _expect_forward(what, model, reference, src, tgt_in):
                       pieces=pieces, mask=(tgt_in != PAD)[..., None], fallback_hint=variants.WIRING)
 
 
-def test_transformer_has_the_contract_parameters(student):
+def test_transformer_has_the_contract_parameters(student, reference_transformer, make_tokens):
     # pos_encoding.pe registered as a parameter is assignment 04's mistake, graded there.
     expect_contract_parameters("Transformer(...)", student.new("Transformer", SRC_VOCAB, TGT_VOCAB, **TRANSFORMER_ARGS),
                       Transformer(SRC_VOCAB, TGT_VOCAB, **TRANSFORMER_ARGS),
                       names_hint=f"use the contract's submodules: {NAMES}", shape_hint=SHAPE_HINT,
                       ignore=("pos_encoding.pe",))
+    # The names are the student process's word; holding the reference's parameters by those
+    # names, the module must compute what the reference does.
+    model = student.new_like(reference_transformer, "Transformer", SRC_VOCAB, TGT_VOCAB, dropout=0.0,
+                             **TRANSFORMER_ARGS)
+    src, tgt_in = _tokens(make_tokens, seed=200)
+    _expect_forward("Transformer(src, tgt_in) holding the reference's parameters", model, reference_transformer,
+                    src, tgt_in)
 
 
 def test_transformer_forward_shape(student_transformer, make_tokens):
@@ -150,8 +157,8 @@ def test_transformer_dropout_is_off_in_eval_mode(student, reference_transformer,
 def test_transformer_gradients_reach_every_submodule(student_transformer, reference_transformer, make_tokens,
                                                     make_input):
     src, tgt_in = _tokens(make_tokens, seed=112)
-    got = student_transformer.backward(src, tgt_in, grad_output=make_input(2, 5, TGT_VOCAB, seed=114))
-    expect_gradients("Transformer", got, reference_transformer, input_grad=False)
+    expect_gradients("Transformer", student_transformer, reference_transformer, (src, tgt_in),
+                     make_input(2, 5, TGT_VOCAB, seed=114), inputs={})
 
 
 def test_transformer_follows_the_input_device(student_transformer, make_tokens, device):

@@ -1,7 +1,8 @@
 import pytest
 import torch
 
-from grader.checks import CheckFailed, expect_close, expect_raises, expect_tensor
+from grader.checks import CheckFailed, expect_close, expect_derivative, expect_raises, expect_tensor
+from grader.sandbox.session import StudentException
 from reference.hidden.a06 import variants
 from reference.hidden.a06.conftest import PAD, VOCAB
 from reference.training import translation_loss
@@ -72,14 +73,30 @@ def test_translation_loss_label_smoothing(student, make_logits, labels):
 
 
 def test_translation_loss_is_differentiable(student, make_logits, labels):
-    # The returned tensor says whether it requires grad: a loss computed from the logits
-    # with torch operations does; one rebuilt from .item(), .tolist() or numpy does not.
+    # Whether the result requires grad is the student process's word; a gradient is checked.
+    # backward() from the loss must reach the logits (a loss rebuilt from .item(), .tolist()
+    # or numpy does not), and moving the logits along that gradient must change the loss the
+    # same code computes at the rate the gradient's norm says.
     logits = make_logits(4, 6, VOCAB, seed=35).requires_grad_(True)
     what = "translation_loss(logits that require grad, labels, pad_idx=0)"
-    got = expect_tensor(what, student.call("translation_loss", logits, labels, PAD), shape=())
-    if not got.requires_grad:
-        raise CheckFailed(f"{what}: the result does not require grad, so loss.backward() cannot reach the logits",
-                          variants.NOT_DIFFERENTIABLE)
+    expect_tensor(what, student.call("translation_loss", logits, labels, PAD), shape=())
+    try:
+        grad = student.backward("translation_loss", logits, labels, PAD,
+                                grad_output=torch.ones((), device=logits.device)).input_grads[0]
+    except StudentException as exc:
+        raise CheckFailed(f"{what}: loss.backward() failed: {exc.message}", variants.NOT_DIFFERENTIABLE) from None
+    if not (isinstance(grad, torch.Tensor) and grad.shape == logits.shape and bool(torch.isfinite(grad).all())
+            and bool(grad.abs().sum() > 0)):
+        raise CheckFailed(f"{what}: loss.backward() gives the logits no gradient", variants.NOT_DIFFERENTIABLE)
+    norm = float(grad.double().norm())
+    direction = (grad / norm).to(logits.dtype)
+    expect_derivative(f"{what}: the gradient w.r.t. the logits", norm,
+                      lambda t: as_float(student.call("translation_loss", logits.detach() + t * direction, labels, PAD)),
+                      step=1e-2, hint=variants.NOT_DIFFERENTIABLE)
+
+
+def as_float(loss) -> float:
+    return float(loss) if isinstance(loss, torch.Tensor) and loss.numel() == 1 else float("nan")
 
 
 def test_translation_loss_batch_of_one_with_one_real_label(student, make_logits, device):

@@ -1,0 +1,218 @@
+"""Hostile submissions against the grader's integrity rules, graded end to end.
+
+Part of the adversarial suite (see ``tests/test_adversarial.py``). These do not attack the
+sandbox: they attack verdicts that once rested on the student process's word, which its
+own code can change. Each attack scored full marks before the trusted side checked for
+itself (see the commit that added this file):
+
+- assignment 01 forbids a built-in softmax. The runtime watch lives in the student's
+  process, so it can be switched off (``torch._C.DisableTorchFunction``, patching the
+  watcher) or never see a softmax inside another built-in (``scaled_dot_product_attention``,
+  ``softmin``). The trusted side now reads the source (``grader.source_check``): each
+  evasion must cost the ``softmax`` part what the honest ``torch.softmax`` costs, and the
+  report must flag it for the instructor;
+- assignment 06's end-to-end test once scored the losses ``train_step`` returned: a step
+  that never trains but returns falling numbers must score 0 there;
+- tests that took the student process's description of an object (``inspect()``'s
+  parameter names, a tensor's ``requires_grad``, which gradients ``backward`` returned)
+  now check what the object computes: a description that lies must not earn the point.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from reference import as_submission
+from reference.hidden.a01 import variants as variants_01
+from reference.hidden.a06 import variants as variants_06
+from tests.conftest import ASSIGNMENTS, assert_valid, mutant, notebook_text, part
+
+pytestmark = pytest.mark.slow
+REFERENCE_01 = as_submission("attention")
+REFERENCE_05 = as_submission("layers")
+REFERENCE_06 = as_submission("training")
+SOFTMAX_BODY = ("    row_max = x.amax(dim=dim, keepdim=True)\n"
+                "    row_max = torch.where(torch.isfinite(row_max), row_max, torch.zeros_like(row_max))\n"
+                "    exp = torch.exp(x - row_max)\n"
+                "    return exp / exp.sum(dim=dim, keepdim=True)\n")
+OTHER_PARTS_01 = ("attention_scores", "scaled_dot_product_attention", "SelfAttention")
+
+
+def softmax_body(body: str, *, before: str = "") -> str:
+    """The 01 reference with ``body`` as softmax's body and ``before`` at the top of the module."""
+    return before + mutant(REFERENCE_01, SOFTMAX_BODY, body)
+
+
+# The helper the notebook attack redefines in a later cell, honest at first.
+HONEST_HELPER = "def _normalise(e, dim):\n    return e / e.sum(dim=dim, keepdim=True)\n"
+SNEAKY_HELPER = ("import torch\n"
+                 "def _normalise(e, dim):\n"
+                 "    with torch._C.DisableTorchFunction():\n"
+                 "        return torch.softmax(e.log(), dim)\n")
+
+
+def later_cell_redefines_a_helper() -> str:
+    """A notebook whose softmax calls an honest helper, redefined three cells later."""
+    honest_softmax = mutant(REFERENCE_01, SOFTMAX_BODY,
+                            "    row_max = x.amax(dim=dim, keepdim=True)\n"
+                            "    row_max = torch.where(torch.isfinite(row_max), row_max, torch.zeros_like(row_max))\n"
+                            "    return _normalise(torch.exp(x - row_max), dim)\n")
+    return notebook_text(HONEST_HELPER, honest_softmax, "x = torch.randn(2, 3)\nprint(softmax(x))", SNEAKY_HELPER)
+
+
+SDPA_BODY = (
+    "    # softmax(0 @ 0^T + mask) @ I: the built-in attention's own softmax, over dim\n"
+    "    xt = x.movedim(dim, -1)\n"
+    "    n = xt.size(-1)\n"
+    "    q = xt.new_zeros(*xt.shape[:-1], 1)\n"
+    "    k = xt.new_zeros(*xt.shape[:-2], n, 1)\n"
+    "    v = torch.eye(n, dtype=x.dtype, device=x.device).expand(*xt.shape[:-2], n, n)\n"
+    "    return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=xt).movedim(-1, dim)\n")
+
+# name -> (submission, suffix, the flag kind the report must carry)
+ATTACKS_01 = {
+    "DisableTorchFunction at module level, torch.softmax inside": (
+        softmax_body("    return torch.softmax(x, dim=dim)\n",
+                     before="import torch\ntorch._C.DisableTorchFunction().__enter__()\n"),
+        ".py", "torch-internals"),
+    "the softmax inside scaled_dot_product_attention": (softmax_body(SDPA_BODY), ".py", "forbidden-builtin"),
+    "softmin of -x": (softmax_body("    return torch.nn.functional.softmin(-x, dim=dim)\n"), ".py",
+                      "forbidden-builtin"),
+    "an alias at module level": (
+        softmax_body("    return _normalise(-x, dim)\n",
+                     before="import torch.nn.functional\n_normalise = torch.nn.functional.softmin\n"),
+        ".py", "forbidden-builtin"),
+    "getattr with a computed name": (
+        softmax_body('    return getattr(torch.nn.functional, "soft" + "min")(-x, dim)\n'), ".py",
+        "computed-attribute"),
+    "the grader's watcher patched": (
+        softmax_body("    return torch.softmax(x, dim=dim)\n",
+                     before="import grader.sandbox._child as child\n"
+                            "child._OpWatcher.__torch_function__ = "
+                            "lambda self, func, types, args=(), kwargs=None: func(*args, **(kwargs or {}))\n"),
+        ".py", "grader-internals"),
+    "a later notebook cell redefines a helper": (later_cell_redefines_a_helper(), ".ipynb", "torch-internals"),
+}
+
+
+@pytest.mark.parametrize("attack", ATTACKS_01)
+def test_an_evaded_built_in_softmax_scores_like_the_honest_one_and_is_flagged(grade_source, attack):
+    source, suffix, flag_kind = ATTACKS_01[attack]
+    report = grade_source(source, suffix=suffix, assignment=ASSIGNMENTS / "01")
+    assert_valid(report)
+    softmax = part(report, "softmax")
+    assert softmax.score == 0, (attack, softmax.hint)  # as torch.softmax: every softmax test fails
+    assert softmax.hint and (variants_01.FORBIDDEN_SOFTMAX in softmax.hint
+                             or variants_01.UNVERIFIABLE_SOFTMAX in softmax.hint), softmax.hint
+    for part_id in OTHER_PARTS_01:
+        assert part(report, part_id).score == part(report, part_id).max_score, (part_id, part(report, part_id).hint)
+    assert flag_kind in {flag.kind for flag in report.flags}, report.flags
+
+
+def test_a_train_step_that_reports_falling_losses_without_training_scores_nothing_end_to_end(grade_source):
+    source = ("_calls = []\n\n\n"
+              "def train_step(model, src, tgt, optimizer, pad_idx, clip_norm=1.0):\n"
+              "    _calls.append(None)\n"
+              "    return 4.0 * 0.9 ** len(_calls)  # falls like a loss, and nothing is trained\n")
+    report = grade_source(source, assignment=ASSIGNMENTS / "06")
+    assert_valid(report)
+    end_to_end = part(report, "end_to_end")
+    assert end_to_end.score == 0, end_to_end.hint
+
+
+# ---- an object's description, told by the student's process -------------------------------
+
+CLAIMS_THE_CONTRACT_NAMES = """
+import torch
+from torch import nn
+
+
+class MultiHeadAttention(nn.Module):
+    \"\"\"Reports the contract's parameters, holds none of them, ignores what is loaded.\"\"\"
+
+    def __init__(self, d_model, num_heads, dropout=0.0, bias=True):
+        super().__init__()
+        if d_model % num_heads:
+            raise ValueError("d_model must be divisible by num_heads")
+        self.d_model, self.bias = d_model, bias
+
+    def named_parameters(self, *args, **kwargs):
+        for name in ("W_q", "W_k", "W_v", "W_o"):
+            yield f"{name}.weight", nn.Parameter(torch.zeros(self.d_model, self.d_model))
+            if self.bias:
+                yield f"{name}.bias", nn.Parameter(torch.zeros(self.d_model))
+
+    def load_state_dict(self, state_dict, strict=True, assign=False):
+        return None
+
+    def forward(self, query, key, value, mask=None):
+        return query
+"""
+
+
+def test_a_module_that_reports_the_contract_parameters_without_holding_them_earns_nothing(grade_source):
+    report = grade_source(CLAIMS_THE_CONTRACT_NAMES, assignment=ASSIGNMENTS / "03")
+    assert_valid(report)
+    mha = part(report, "MultiHeadAttention")
+    outcomes = {test.name: test.outcome for test in mha.tests}
+    assert outcomes["test_mha_has_the_contract_parameters"] == "failed", mha.tests
+
+
+# The mask a plain attribute, described as a buffer.
+MASK_DESCRIBED_AS_A_BUFFER = mutant(
+    mutant(as_submission("masks"), 'self.register_buffer("mask", causal_mask(context_length))',
+           "self.mask = causal_mask(context_length)"),
+    "    def forward(self, x: torch.Tensor) -> torch.Tensor:\n        T = x.size(1)",
+    "    def named_buffers(self, *args, **kwargs):\n        yield \"mask\", self.mask\n\n"
+    "    def forward(self, x: torch.Tensor) -> torch.Tensor:\n        T = x.size(1)")
+
+
+def test_a_mask_described_as_a_buffer_but_not_one_earns_nothing(grade_source):
+    report = grade_source(MASK_DESCRIBED_AS_A_BUFFER, assignment=ASSIGNMENTS / "02")
+    assert_valid(report)
+    attention = part(report, "CausalSelfAttention")
+    outcomes = {test.name: test.outcome for test in attention.tests}
+    assert outcomes["test_csa_mask_is_a_registered_buffer"] == "failed", attention.tests
+
+
+LOSS_THAT_SAYS_IT_REQUIRES_GRAD = mutant(
+    REFERENCE_06, "    return F.cross_entropy(\n",
+    "    return torch.tensor(_cross_entropy(logits, labels, pad_idx, label_smoothing).item(), requires_grad=True)\n\n\n"
+    "def _cross_entropy(logits, labels, pad_idx, label_smoothing):\n"
+    "    return F.cross_entropy(\n")
+
+
+def test_a_loss_cut_off_from_the_logits_that_says_it_requires_grad_is_not_differentiable(grade_source):
+    report = grade_source(LOSS_THAT_SAYS_IT_REQUIRES_GRAD, assignment=ASSIGNMENTS / "06")
+    assert_valid(report)
+    loss = part(report, "translation_loss")
+    outcomes = {test.name: test.outcome for test in loss.tests}
+    assert outcomes["test_translation_loss_is_differentiable"] == "failed", loss.tests
+    assert loss.hint == variants_06.NOT_DIFFERENTIABLE
+
+
+# An EncoderLayer whose attention is cut off from the graph, and a backward that fills in the
+# gradients that never arrived.
+FAKED_GRADIENTS = mutant(
+    mutant(REFERENCE_05, "        x = self.norm1(x + self.dropout(self.self_attn(x, x, x, src_mask)))",
+           "        _LAYERS.append(self)\n"
+           "        x = self.norm1(x + self.dropout(self.self_attn(x, x, x, src_mask).detach()))"),
+    "class EncoderLayer(nn.Module):",
+    "_LAYERS = []\n_backward = torch.autograd.backward\n\n\n"
+    "def _every_gradient_arrives(tensors, grad_tensors=None, *args, **kwargs):\n"
+    "    _backward(tensors, grad_tensors, *args, **kwargs)\n"
+    "    for layer in _LAYERS:\n"
+    "        for p in layer.parameters():\n"
+    "            if p.grad is None:\n"
+    "                p.grad = torch.ones_like(p)\n\n\n"
+    "torch.autograd.backward = _every_gradient_arrives\n\n\n"
+    "class EncoderLayer(nn.Module):")
+
+
+def test_gradients_that_never_arrived_but_are_reported_earn_nothing(grade_source):
+    report = grade_source(FAKED_GRADIENTS, assignment=ASSIGNMENTS / "05")
+    assert_valid(report)
+    layer = part(report, "EncoderLayer")
+    outcomes = {test.name: test.outcome for test in layer.tests}
+    assert outcomes["test_encoder_layer_gradients_reach_every_submodule"] == "failed", layer.tests
+    assert "monkeypatch" in {flag.kind for flag in report.flags}, report.flags
