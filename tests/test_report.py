@@ -3,6 +3,7 @@ report still reads (upgraded, with no flags), and one from a newer grader is ref
 
 from __future__ import annotations
 
+import hashlib
 import json
 from importlib import resources
 
@@ -64,12 +65,16 @@ def test_the_schema_bounds_flags(flags):
 
 
 def test_batch_grading_regrades_a_version_1_report_but_can_read_it(tmp_path):
+    submission = tmp_path / "attention.py"
+    submission.write_text("def softmax(x, dim=-1):\n    return x\n")
+    current = report()
+    current.submission_sha256 = hashlib.sha256(submission.read_bytes()).hexdigest()
     path = tmp_path / "attention.py.json"
-    path.write_text(json.dumps(version_1(report().to_dict())))
+    path.write_text(json.dumps(version_1(current.to_dict())))
     assert read_report(path).flags == []
-    assert load_current_report(path, "a" * 64) is None
-    report().write_json(path)
-    assert load_current_report(path, "a" * 64) == report()
+    assert load_current_report(path, submission) is None
+    current.write_json(path)
+    assert load_current_report(path, submission) == current
 
 
 def test_the_terminal_view_counts_the_flags_in_one_line():
