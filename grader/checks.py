@@ -107,8 +107,7 @@ def expect_contract_parameters(
     the contract names; ``unexpected_hints`` name what a specific extra parameter means.
 
     The names come from ``inspect()``, the student process's word: enough to fail a test and
-    name the mistake, not to pass one. Follow it with a check of what the module computes
-    holding the reference's parameters by those names."""
+    name the mistake, not to pass one. Follow it with :func:`expect_computes_with`."""
     got = {name: shape for name, shape in module.inspect()["parameters"].items() if name not in ignore}
     want = {name: list(p.shape) for name, p in reference.named_parameters()}
     if got == want:
@@ -120,6 +119,31 @@ def expect_contract_parameters(
     hint = known[0] if known else f"missing {missing}, unexpected {extra}: {names_hint}" if missing or extra \
         else shape_hint
     raise CheckFailed(f"{what} parameters: missing {missing}, unexpected {extra}, wrong shape {wrong}", hint)
+
+
+def expect_computes_with(what: str, module: Any, reference: torch.nn.Module, forward: Callable[[], Any]) -> None:
+    """The student's module computes with the parameters it reports (names check, above):
+    holding the reference's parameters by those names, then others, ``forward()`` changes.
+    Whether the output is right is the value tests' to grade: a wrong forward costs points
+    there, once. A forward that raises or returns no tensor is graded there too, and this
+    check then rests on the names alone."""
+    parameters = {name: p.detach() for name, p in reference.named_parameters()}
+    generator = torch.Generator().manual_seed(0)
+    others = {name: p + torch.randn(p.shape, generator=generator, dtype=p.dtype).to(p.device)
+              for name, p in parameters.items()}
+    try:
+        module.load_parameters(parameters)
+        before = forward()
+        module.load_parameters(others)
+        after = forward()
+    except StudentException:
+        return
+    if not (isinstance(before, torch.Tensor) and isinstance(after, torch.Tensor) and before.shape == after.shape):
+        return
+    if torch.equal(before.detach().cpu(), after.detach().cpu()):
+        raise CheckFailed(f"{what}: the output stays the same when the module is given other values for the "
+                          "parameters it reports", "the module must compute with the parameters it holds "
+                          "(registered submodules, used in forward)")
 
 
 def expect_derivative(

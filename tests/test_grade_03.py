@@ -92,3 +92,12 @@ def test_what_the_submission_prints_is_in_the_report(grade_source):
     report = grade_source('print("hello from the student")\n' + REFERENCE)
     assert report.output.startswith("hello from the student\n")
     assert report.score == report.max_score
+
+
+def test_a_wrong_forward_costs_the_value_tests_not_the_contract_parameters(grade_source):
+    # The names check is followed by one that the module computes with them, never that it
+    # computes the right thing: the value tests grade that, and a mistake costs points once.
+    report = grade_source(mutant(REFERENCE, "d_k = q.size(-1)\n", "d_k = q.size(-1) * q.size(1)\n"))
+    tests = {test.name: test for test in part(report, "MultiHeadAttention").tests}
+    assert tests["test_mha_has_the_contract_parameters"].outcome == "passed"
+    assert part(report, "MultiHeadAttention").hint == variants.SCALE_D_MODEL

@@ -2,7 +2,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from grader.checks import expect_close, expect_contract_parameters, expect_tensor
+from grader.checks import expect_close, expect_computes_with, expect_contract_parameters, expect_tensor
 from grader.sandbox.session import StudentError
 from reference.attention import SelfAttention
 from reference.hidden.a01 import variants
@@ -46,12 +46,10 @@ def test_self_attention_has_the_contract_parameters(student, make_input, device)
         expect_contract_parameters(f"SelfAttention(qkv_bias={bias})", student.new("SelfAttention", D_IN, D_OUT, qkv_bias=bias),
                           reference, names_hint="use W_query, W_key, W_value = nn.Linear(d_in, d_out, bias=qkv_bias)",
                           shape_hint="a parameter has the wrong shape: nn.Linear(d_in, d_out)")
-        # The names are the student process's word; holding the reference's parameters by those
-        # names, the module must compute what the reference does.
+        # The names are the student process's word: the module must compute with them.
         x = make_input(2, 4, D_IN, seed=66)
         module = student.new_like(reference, "SelfAttention", D_IN, D_OUT, qkv_bias=bias)
-        expect_close(f"SelfAttention(qkv_bias={bias})(x) holding the reference's parameters", module(x), reference(x),
-                     atol=ATOL, rtol=RTOL, mistakes=mistakes(student, reference, x))
+        expect_computes_with(f"SelfAttention(qkv_bias={bias})(x)", module, reference, lambda: module(x))
 
 
 @pytest.mark.part("SelfAttention", points=3)

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from grader.checks import CheckFailed, expect_close, expect_contract_parameters, expect_raises, expect_tensor
+from grader.checks import CheckFailed, expect_close, expect_computes_with, expect_contract_parameters, expect_raises, expect_tensor
 from reference.hidden.a02 import variants
 from reference.hidden.a02.conftest import CONTEXT, D_IN, D_OUT
 from reference.masks import CausalSelfAttention
@@ -37,12 +37,10 @@ def test_csa_has_the_contract_parameters(student, make_input, device):
                           names_hint="use W_query, W_key, W_value = nn.Linear(d_in, d_out, bias=qkv_bias)",
                           shape_hint="a parameter has the wrong shape: nn.Linear(d_in, d_out)",
                           unexpected_hints={"mask": variants.MASK_NOT_A_BUFFER})
-        # The names are the student process's word; holding the reference's parameters by those
-        # names, the module must compute what the reference does.
+        # The names are the student process's word: the module must compute with them.
         x = make_input(2, 4, D_IN, seed=101)
         module = student.new_like(reference, "CausalSelfAttention", D_IN, D_OUT, CONTEXT, qkv_bias=bias)
-        expect_csa(f"CausalSelfAttention(qkv_bias={bias})(x) holding the reference's parameters", module(x),
-                   reference, x)
+        expect_computes_with(f"CausalSelfAttention(qkv_bias={bias})(x)", module, reference, lambda: module(x))
 
 
 def test_csa_mask_is_a_registered_buffer(student, reference_csa, make_input):
@@ -50,24 +48,24 @@ def test_csa_mask_is_a_registered_buffer(student, reference_csa, make_input):
     if "mask" not in got["buffers"]:
         raise CheckFailed(f"CausalSelfAttention buffers: got {sorted(got['buffers'])}, expected a buffer named "
                           "'mask'", variants.MASK_NOT_A_BUFFER)
-    # Which buffers a module has is the student process's word; what it computes is checked.
-    # Loaded with its mask transposed (the future instead of the past), the module must attend
-    # as that mask says, whichever way its own mask reads True.
+    # Which buffers a module has is the student process's word; what it computes is checked:
+    # loaded with its mask transposed (the future instead of the past), the module's output
+    # must change. Whether the output is right is the value tests' to grade.
     module = student.new_like(reference_csa, "CausalSelfAttention", D_IN, D_OUT, CONTEXT)
     state = module.method("state_dict")
     mask = state.get("mask") if isinstance(state, dict) else None
     if not (isinstance(mask, torch.Tensor) and mask.dim() >= 2 and tuple(mask.shape[-2:]) == (CONTEXT, CONTEXT)):
         raise CheckFailed(f"CausalSelfAttention.state_dict()['mask']: expected the ({CONTEXT}, {CONTEXT}) causal mask",
                           variants.MASK_NOT_A_BUFFER)
-    swapped = mask.transpose(-2, -1).contiguous()
-    module.method("load_state_dict", {**state, "mask": swapped})
     x = make_input(2, CONTEXT, D_IN, seed=102)
-    got = module(x)
-    allowed = (swapped != 0).reshape(-1, CONTEXT, CONTEXT)[0]
-    if not any(close(got, variants.causal_self_attention(_params(reference_csa), x, mask=reading))
-               for reading in (allowed, ~allowed)):
-        raise CheckFailed("CausalSelfAttention loaded with its mask transposed: the output does not follow the "
-                          "loaded mask", variants.MASK_BUFFER_UNUSED)
+    before = module(x)
+    module.method("load_state_dict", {**state, "mask": mask.transpose(-2, -1).contiguous()})
+    after = module(x)
+    if isinstance(before, torch.Tensor) and isinstance(after, torch.Tensor) and before.shape == after.shape \
+            and torch.equal(before, after):
+        unmasked = close(before, variants.causal_self_attention(_params(reference_csa), x, mask_mode="ignored"))
+        raise CheckFailed("CausalSelfAttention loaded with its mask transposed: the output stays the same",
+                          variants.NO_CAUSAL_MASK if unmasked else variants.MASK_BUFFER_UNUSED)
 
 
 @pytest.mark.part("CausalSelfAttention", points=3)

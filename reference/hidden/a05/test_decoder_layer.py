@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from grader.checks import expect_contract_parameters, expect_tensor
+from grader.checks import expect_computes_with, expect_contract_parameters, expect_tensor
 from reference.hidden.a05 import variants
 from reference.hidden.a05.conftest import (
     SHAPE_HINT,
@@ -44,11 +44,10 @@ def test_decoder_layer_has_the_contract_parameters(student, reference_decoder_la
     expect_contract_parameters(f"DecoderLayer({D_MODEL}, {NUM_HEADS}, {D_FF})",
                       student.new("DecoderLayer", D_MODEL, NUM_HEADS, D_FF), DecoderLayer(D_MODEL, NUM_HEADS, D_FF),
                       names_hint=f"use the contract's submodules: {NAMES}", shape_hint=SHAPE_HINT)
-    # The names are the student process's word; holding the reference's parameters by those
-    # names, the module must compute what the reference does.
+    # The names are the student process's word: the module must compute with them.
     layer = student.new_like(reference_decoder_layer, "DecoderLayer", D_MODEL, NUM_HEADS, D_FF)
-    _expect_layer("DecoderLayer(x, memory) holding the reference's parameters", layer, reference_decoder_layer,
-                  make_input(2, 3, D_MODEL, seed=200), make_input(2, 4, D_MODEL, seed=201))
+    x, memory = make_input(2, 3, D_MODEL, seed=200), make_input(2, 4, D_MODEL, seed=201)
+    expect_computes_with("DecoderLayer(x, memory)", layer, reference_decoder_layer, lambda: layer(x, memory))
 
 
 def test_decoder_layer_shape(student_decoder_layer, make_input):

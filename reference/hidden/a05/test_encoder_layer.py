@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from grader.checks import expect_contract_parameters, expect_tensor
+from grader.checks import expect_computes_with, expect_contract_parameters, expect_tensor
 from reference.hidden.a05 import variants
 from reference.hidden.a05.conftest import (
     SHAPE_HINT,
@@ -41,11 +41,10 @@ def test_encoder_layer_has_the_contract_parameters(student, reference_encoder_la
     expect_contract_parameters(f"EncoderLayer({D_MODEL}, {NUM_HEADS}, {D_FF})",
                       student.new("EncoderLayer", D_MODEL, NUM_HEADS, D_FF), EncoderLayer(D_MODEL, NUM_HEADS, D_FF),
                       names_hint=f"use the contract's submodules: {NAMES}", shape_hint=SHAPE_HINT)
-    # The names are the student process's word; holding the reference's parameters by those
-    # names, the module must compute what the reference does.
+    # The names are the student process's word: the module must compute with them.
     layer = student.new_like(reference_encoder_layer, "EncoderLayer", D_MODEL, NUM_HEADS, D_FF)
-    _expect_layer("EncoderLayer(x) holding the reference's parameters", layer, reference_encoder_layer,
-                  make_input(2, 3, D_MODEL, seed=200))
+    x = make_input(2, 3, D_MODEL, seed=200)
+    expect_computes_with("EncoderLayer(x)", layer, reference_encoder_layer, lambda: layer(x))
 
 
 def test_encoder_layer_shape(student_encoder_layer, make_input):

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from grader.checks import CheckFailed, expect_contract_parameters, expect_tensor
+from grader.checks import CheckFailed, expect_computes_with, expect_contract_parameters, expect_tensor
 from grader.sandbox.session import StudentError, StudentException
 from reference.hidden.a05 import variants
 from reference.hidden.a05.conftest import (
@@ -76,13 +76,11 @@ def test_transformer_has_the_contract_parameters(student, reference_transformer,
                       Transformer(SRC_VOCAB, TGT_VOCAB, **TRANSFORMER_ARGS),
                       names_hint=f"use the contract's submodules: {NAMES}", shape_hint=SHAPE_HINT,
                       ignore=("pos_encoding.pe",))
-    # The names are the student process's word; holding the reference's parameters by those
-    # names, the module must compute what the reference does.
+    # The names are the student process's word: the module must compute with them.
     model = student.new_like(reference_transformer, "Transformer", SRC_VOCAB, TGT_VOCAB, dropout=0.0,
                              **TRANSFORMER_ARGS)
     src, tgt_in = _tokens(make_tokens, seed=200)
-    _expect_forward("Transformer(src, tgt_in) holding the reference's parameters", model, reference_transformer,
-                    src, tgt_in)
+    expect_computes_with("Transformer(src, tgt_in)", model, reference_transformer, lambda: _forward(model, src, tgt_in))
 
 
 def test_transformer_forward_shape(student_transformer, make_tokens):
