@@ -102,16 +102,21 @@ def main(argv: list[str] | None = None) -> int:
     return _grade(_grade_parser().parse_args(argv), console)
 
 
-def _start_zygote_server() -> None:
+def _start_zygote_server(assignment: Path) -> None:
     """Start the zygote server (see grader.sandbox.zygote) before this process imports torch,
-    so that the two imports run side by side."""
+    so that the two imports, and those the assignment's suite declares, run side by side."""
+    from grader.assignment import Assignment, AssignmentError
     from grader.sandbox.zygote import ZygoteServer
 
-    ZygoteServer.shared()
+    try:
+        preload = Assignment.load(assignment).preload
+    except AssignmentError:  # said below, where the assignment is loaded for grading
+        preload = ()
+    ZygoteServer.shared(preload)
 
 
 def _grade(args: argparse.Namespace, console: Console) -> int:
-    _start_zygote_server()
+    _start_zygote_server(args.assignment)
     from grader.api import grade
     from grader.assignment import AssignmentError
     from grader.sandbox.isolation import SandboxUnavailable
@@ -136,7 +141,7 @@ def _grade(args: argparse.Namespace, console: Console) -> int:
 
 def _batch(args: argparse.Namespace, console: Console) -> int:
     if args.executor == "local":
-        _start_zygote_server()
+        _start_zygote_server(args.assignment)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     from grader.assignment import AssignmentError

@@ -75,18 +75,19 @@ class ZygoteServer:
         self._owner = os.getpid()  # a forked copy of this object is not a server of the fork's
 
     @classmethod
-    def shared(cls) -> ZygoteServer:
-        """This process's server, started (again) if it is not running."""
+    def shared(cls, preload: tuple[str, ...] = ()) -> ZygoteServer:
+        """This process's server, started (again) if it is not running; a new one imports
+        ``preload`` as it starts (see :meth:`connect`)."""
         with cls._lock:
             if cls._shared is None or cls._shared._owner != os.getpid() or not cls._shared.alive():
                 if cls._shared is not None and cls._shared._owner == os.getpid():
                     cls._shared.stop()
-                cls._shared = cls.start()
+                cls._shared = cls.start(preload)
                 atexit.register(cls._shared.stop)
             return cls._shared
 
     @classmethod
-    def start(cls) -> ZygoteServer:
+    def start(cls, preload: tuple[str, ...] = ()) -> ZygoteServer:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         env = {key: os.environ[key] for key in SERVER_ENV if key in os.environ}
         # Asking whether CUDA is available would otherwise initialise it, and a process with
@@ -94,8 +95,9 @@ class ZygoteServer:
         env["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
         env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])  # this grader, however it was found
         quiet = None if os.environ.get("GRADER_DEBUG") else subprocess.DEVNULL
-        boot = "import sys; from grader.sandbox.zygote import serve_forever; serve_forever(int(sys.argv[1]), int(sys.argv[2]))"
-        process = subprocess.Popen([sys.executable, "-c", boot, str(theirs.fileno()), str(os.getpid())],
+        boot = ("import sys; from grader.sandbox.zygote import serve_forever; "
+                "serve_forever(int(sys.argv[1]), int(sys.argv[2]), tuple(sys.argv[3:]))")
+        process = subprocess.Popen([sys.executable, "-c", boot, str(theirs.fileno()), str(os.getpid()), *preload],
                                    pass_fds=[theirs.fileno()], env=env, stdin=subprocess.DEVNULL,
                                    stdout=quiet, stderr=quiet, cwd="/")
         theirs.close()
@@ -225,7 +227,7 @@ class Zygote:
 # ---- the zygote server (exec'd) ------------------------------------------------------------
 
 
-def serve_forever(control_fd: int, parent_pid: int) -> None:
+def serve_forever(control_fd: int, parent_pid: int, preload: tuple[str, ...] = ()) -> None:
     """The zygote server's main loop: fork a submission zygote for each socket received."""
     die_with_parent()
     if os.getppid() != parent_pid:  # the grader died before the line above took effect
@@ -236,7 +238,7 @@ def serve_forever(control_fd: int, parent_pid: int) -> None:
 
     from grader.sandbox import _child  # noqa: F401
 
-    for module in SERVER_PRELOAD:
+    for module in (*SERVER_PRELOAD, *preload):
         importlib.import_module(module)
     control = socket.socket(fileno=control_fd)
     while True:
