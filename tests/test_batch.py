@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import pytest
 from grader.api import grade
 from grader.batch import discover, grade_batch, report_path, write_outputs
 from grader.report import SCHEMA_VERSION
+from grader.sandbox.cgroups import PidsCgroup
 from grader.sandbox.zygote import ZygoteServer
 from reference import as_submission
 from tests.conftest import ASSIGNMENT_03, ROOT, TEST_LIMITS, alive, descendants
@@ -135,3 +137,9 @@ def test_killing_the_grader_leaves_no_process_behind(class_folder, tmp_path):
     while any(alive(pid) for pid in running) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not [pid for pid in running if alive(pid)]
+    # What it could not remove (scratch folders, cgroups) the next grader removes.
+    subprocess.run([sys.executable, "-m", "grader.cli", "assignments/03", "--submission", "examples/03/submission.py",
+                    "--device", "cpu", "-q"], cwd=ROOT, check=True, timeout=120)
+    left = [*Path(tempfile.gettempdir()).glob(f"submission-{grader.pid}-*"),
+            *(cgroup.path for cgroup in PidsCgroup.existing(f"submission-{grader.pid}-*"))]
+    assert left == []

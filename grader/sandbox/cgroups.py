@@ -102,6 +102,12 @@ class PidsCgroup:
         (path / "pids.max").write_text(str(max_processes))
         return cls(path)
 
+    @classmethod
+    def existing(cls, pattern: str) -> list[PidsCgroup]:
+        """This grader's cgroups whose names match ``pattern`` (a glob)."""
+        parent = _parent()
+        return [cls(path) for path in parent.glob(pattern) if path.is_dir()] if parent else []
+
     def add(self, pid: int) -> None:
         (self.path / "cgroup.procs").write_text(str(pid))
 

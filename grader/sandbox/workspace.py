@@ -8,6 +8,7 @@ deadline cannot clean up after itself, and its children's files and cgroup would
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import shutil
@@ -22,6 +23,7 @@ from grader.sandbox.limits import Limits
 from grader.sandbox.zygote import ZygoteConfig, ZygoteServer, ZygoteUnavailable
 
 _serial = itertools.count()
+_PREFIX = "submission-"  # then the grader's pid: what a killed grader left can be told
 
 
 @dataclass
@@ -32,11 +34,12 @@ class Workspace:
 
     @classmethod
     def open(cls, isolation: Isolation, limits: Limits, preload: tuple[str, ...]) -> Workspace:
-        scratch_root = Path(tempfile.mkdtemp(prefix="grader-"))
+        _remove_what_dead_graders_left()
+        scratch_root = Path(tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-"))
         cgroup = None
         try:
             if isolation.pids_cgroup:
-                cgroup = PidsCgroup.create(f"submission-{os.getpid()}-{next(_serial)}", limits.processes)
+                cgroup = PidsCgroup.create(f"{_PREFIX}{os.getpid()}-{next(_serial)}", limits.processes)
             try:
                 control = ZygoteServer.shared().connect(preload)
             except ZygoteUnavailable:  # it died since it was last used: shared() starts another
@@ -66,3 +69,29 @@ class Workspace:
             self.cgroup.kill_all()
             self.cgroup.remove()
         shutil.rmtree(self.scratch_root, ignore_errors=True)
+
+
+@functools.cache
+def _remove_what_dead_graders_left() -> None:
+    """Once per process: the scratch folders and cgroups of graders that were killed (and so
+    could not remove them), told by the pid in their names."""
+    for folder in Path(tempfile.gettempdir()).glob(f"{_PREFIX}*"):
+        if _owner_is_dead(folder.name):
+            shutil.rmtree(folder, ignore_errors=True)
+    for cgroup in PidsCgroup.existing(f"{_PREFIX}*"):
+        if _owner_is_dead(cgroup.path.name):
+            cgroup.kill_all()
+            cgroup.remove()
+
+
+def _owner_is_dead(name: str) -> bool:
+    pid = name.removeprefix(_PREFIX).split("-")[0]
+    if not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # alive, someone else's
+        pass
+    return False

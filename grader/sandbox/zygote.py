@@ -39,6 +39,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from grader.sandbox.cgroups import PidsCgroup
 from grader.sandbox.isolation import Isolation
 from grader.sandbox.limits import Limits, die_with_parent, fork_when_room
 
@@ -277,7 +278,7 @@ def _serve_submission(fd: int) -> None:
         config = ZygoteConfig.from_json(data)
         try:
             if config.cgroup:  # before any child exists: they all count against its pids.max
-                Path(config.cgroup, "cgroup.procs").write_text(str(os.getpid()))
+                PidsCgroup(Path(config.cgroup)).add(os.getpid())
         except OSError as exc:
             control.sendall(json.dumps({"error": f"cannot join the pids cgroup: {exc}"}).encode())
             return
