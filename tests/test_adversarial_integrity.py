@@ -150,14 +150,6 @@ class MultiHeadAttention(nn.Module):
 """
 
 
-def test_a_module_that_reports_the_contract_parameters_without_holding_them_earns_nothing(grade_source):
-    report = grade_source(CLAIMS_THE_CONTRACT_NAMES, assignment=ASSIGNMENTS / "03")
-    assert_valid(report)
-    mha = part(report, "MultiHeadAttention")
-    outcomes = {test.name: test.outcome for test in mha.tests}
-    assert outcomes["test_mha_has_the_contract_parameters"] == "failed", mha.tests
-
-
 # The mask a plain attribute, described as a buffer.
 MASK_DESCRIBED_AS_A_BUFFER = mutant(
     mutant(as_submission("masks"), 'self.register_buffer("mask", causal_mask(context_length))',
@@ -167,28 +159,11 @@ MASK_DESCRIBED_AS_A_BUFFER = mutant(
     "    def forward(self, x: torch.Tensor) -> torch.Tensor:\n        T = x.size(1)")
 
 
-def test_a_mask_described_as_a_buffer_but_not_one_earns_nothing(grade_source):
-    report = grade_source(MASK_DESCRIBED_AS_A_BUFFER, assignment=ASSIGNMENTS / "02")
-    assert_valid(report)
-    attention = part(report, "CausalSelfAttention")
-    outcomes = {test.name: test.outcome for test in attention.tests}
-    assert outcomes["test_csa_mask_is_a_registered_buffer"] == "failed", attention.tests
-
-
 LOSS_THAT_SAYS_IT_REQUIRES_GRAD = mutant(
     REFERENCE_06, "    return F.cross_entropy(\n",
     "    return torch.tensor(_cross_entropy(logits, labels, pad_idx, label_smoothing).item(), requires_grad=True)\n\n\n"
     "def _cross_entropy(logits, labels, pad_idx, label_smoothing):\n"
     "    return F.cross_entropy(\n")
-
-
-def test_a_loss_cut_off_from_the_logits_that_says_it_requires_grad_is_not_differentiable(grade_source):
-    report = grade_source(LOSS_THAT_SAYS_IT_REQUIRES_GRAD, assignment=ASSIGNMENTS / "06")
-    assert_valid(report)
-    loss = part(report, "translation_loss")
-    outcomes = {test.name: test.outcome for test in loss.tests}
-    assert outcomes["test_translation_loss_is_differentiable"] == "failed", loss.tests
-    assert loss.hint == variants_06.NOT_DIFFERENTIABLE
 
 
 # An EncoderLayer whose attention is cut off from the graph, and a backward that fills in the
@@ -209,10 +184,27 @@ FAKED_GRADIENTS = mutant(
     "class EncoderLayer(nn.Module):")
 
 
-def test_gradients_that_never_arrived_but_are_reported_earn_nothing(grade_source):
-    report = grade_source(FAKED_GRADIENTS, assignment=ASSIGNMENTS / "05")
+# What each claim would have earned: (source, assignment, part, the test that takes its word).
+CLAIMS = {
+    "contract names without the parameters": (CLAIMS_THE_CONTRACT_NAMES, "03", "MultiHeadAttention",
+                                              "test_mha_has_the_contract_parameters"),
+    "a mask described as a buffer": (MASK_DESCRIBED_AS_A_BUFFER, "02", "CausalSelfAttention",
+                                     "test_csa_mask_is_a_registered_buffer"),
+    "a cut-off loss that says it requires grad": (LOSS_THAT_SAYS_IT_REQUIRES_GRAD, "06", "translation_loss",
+                                                  "test_translation_loss_is_differentiable"),
+    "gradients that never arrived": (FAKED_GRADIENTS, "05", "EncoderLayer",
+                                     "test_encoder_layer_gradients_reach_every_submodule"),
+}
+
+
+@pytest.mark.parametrize("claim", CLAIMS)
+def test_a_claim_of_the_students_process_earns_nothing(grade_source, claim):
+    source, assignment, part_id, test_name = CLAIMS[claim]
+    report = grade_source(source, assignment=ASSIGNMENTS / assignment)
     assert_valid(report)
-    layer = part(report, "EncoderLayer")
-    outcomes = {test.name: test.outcome for test in layer.tests}
-    assert outcomes["test_encoder_layer_gradients_reach_every_submodule"] == "failed", layer.tests
-    assert "monkeypatch" in {flag.kind for flag in report.flags}, report.flags
+    outcomes = {test.name: test.outcome for test in part(report, part_id).tests}
+    assert outcomes[test_name] == "failed", part(report, part_id).tests
+    if claim == "a cut-off loss that says it requires grad":
+        assert part(report, part_id).hint == variants_06.NOT_DIFFERENTIABLE
+    if claim == "gradients that never arrived":
+        assert "monkeypatch" in {flag.kind for flag in report.flags}, report.flags
