@@ -25,6 +25,7 @@ source and what the suite sends it, and nothing else.
 from __future__ import annotations
 
 import atexit
+import gc
 import importlib
 import json
 import os
@@ -125,7 +126,7 @@ class ZygoteServer:
         return ours
 
     def stop(self) -> None:
-        self._control.close()  # the server exits on EOF; its zygotes and children die with it
+        self._control.close()  # the server exits on EOF; a submission zygote ends with its suite process
         try:
             self._process.wait(timeout=5)
         except subprocess.TimeoutExpired:
@@ -248,6 +249,7 @@ def serve_forever(control_fd: int, parent_pid: int, preload: tuple[str, ...] = (
             os._exit(0)
         for module in json.loads(data).get("preload", ()):
             importlib.import_module(module)  # named by a hidden suite's suite.toml: trusted
+        gc.freeze()  # a child's collections then leave these objects' pages shared
         for fd in fds:
             if os.fork() == 0:
                 control.close()
