@@ -22,7 +22,7 @@ from grader.flags import bounded
 from grader.ingest import Program, Ungradable, parse_submission, read_submission, submission_sha256
 from grader.report import Flag, GradeReport, Outcome, Status, TestResult
 from grader.runner import ForkedRun, SuiteError, preload_suite, run_suite
-from grader.sandbox.isolation import choose
+from grader.sandbox.isolation import Isolation, choose
 from grader.sandbox.limits import Limits
 from grader.sandbox.workspace import Workspace
 from grader.sandbox.zygote import ZygoteUnavailable
@@ -147,7 +147,7 @@ def start_grading(
                         Status.GRADED if program else Status.UNGRADABLE, error, device, layers, started, run)
 
 
-def _start_suite(assignment: Assignment, program: Program | None, limits: Limits, device: str, isolation,
+def _start_suite(assignment: Assignment, program: Program | None, limits: Limits, device: str, isolation: Isolation,
                  total_timeout_s: float) -> ForkedRun:
     """Fork the suite process, with the submission's workspace (see :mod:`grader.sandbox.workspace`)."""
     if program is None:  # ungradable: the suite is only collected, to list every part
