@@ -185,8 +185,10 @@ def test_a_forged_event_does_not_lift_the_deadline_of_the_load(grade_source):
 
 def test_slow_code_uses_up_its_own_time_and_is_graded_not_a_grader_error(grade_source):
     sleepy = mutant(REFERENCE, SPLIT_BODY, SPLIT_BODY + "    import time; time.sleep(60)\n")
-    limits = replace(TEST_LIMITS, call_timeout_s=1.0, student_time_s=4.0)
-    report = grade_source(sleepy, limits=limits, total_timeout_s=15)
+    # Fourteen calls sleep: 42 s of call limits, past the grader's own limit of 30 s unless
+    # the submission's total of 4 s stops them (with a wide margin for a busy machine).
+    limits = replace(TEST_LIMITS, call_timeout_s=3.0, student_time_s=4.0)
+    report = grade_source(sleepy, limits=limits, total_timeout_s=30)
     assert_valid(report)
     assert report.status == Status.GRADED, report.error
     messages = [test.message for p in report.parts for test in p.tests if test.outcome == "timeout"]
