@@ -27,14 +27,15 @@ from pathlib import Path
 import torch
 from torch.overrides import TorchFunctionMode
 
-from grader.ingest import Program
+from grader.ingest import MAX_SOURCE_BYTES, Program
 from grader.sandbox import landlock, namespaces, protocol, seccomp
 from grader.sandbox.isolation import Isolation
 from grader.sandbox.limits import Limits, die_with_parent
 from grader.sandbox.protocol import Handle, Status
 
-# A submission's source is at most 4 MiB (grader.ingest); JSON may escape each character.
-PROGRAM_MESSAGE_BYTES = 64 * 2**20
+# The program message: the submission's code, at most MAX_SOURCE_BYTES characters, each of
+# which JSON may escape into up to 12 bytes (an astral character as two \u escapes).
+PROGRAM_MESSAGE_BYTES = 16 * MAX_SOURCE_BYTES
 _KEPT_ENV = ("PATH", "LANG", "LC_ALL", "TZ")
 _TRACEBACK_FRAMES = 8
 _HIGH_DESCRIPTOR = 512  # below the usual RLIMIT_NOFILE soft limit of 1024

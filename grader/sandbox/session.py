@@ -224,13 +224,15 @@ class StudentSession:
         """When a wait of at most ``timeout_s`` must end, and whether the submission's total
         time (``limits.student_time_s``) is what bounds it."""
         if self._time_left <= 0:
-            raise StudentTimeout(f"your submission used up its total time limit of {self.limits.student_time_s:g} s, "
-                                 "so this test was not run")
+            raise StudentTimeout(f"{self._time_used_up()}, so this test was not run")
         return time.monotonic() + min(timeout_s, self._time_left), self._time_left < timeout_s
+
+    def _time_used_up(self) -> str:
+        return f"your submission used up its total time limit of {self.limits.student_time_s:g} s"
 
     def _time_limit_message(self, label: str, budget_bound: bool) -> str:
         if budget_bound:
-            return f"{label}: your submission used up its total time limit of {self.limits.student_time_s:g} s"
+            return f"{label}: {self._time_used_up()}"
         return f"{label}: time limit of {self.limits.call_timeout_s:g} s exceeded"
 
     def _wrap(self, value: Any) -> Any:
@@ -282,8 +284,7 @@ class StudentSession:
                 self._time_left -= time.monotonic() - loading.started
             if loading.bound == "budget":
                 self._note(f"loading your code stopped: it {why}")
-                raise StudentTimeout(f"your submission used up its total time limit of "
-                                     f"{self.limits.student_time_s:g} s while loading")
+                raise StudentTimeout(f"{self._time_used_up()} while loading")
             if loading.running is None:
                 self._load_failed = f"your submission could not be loaded: the student process {why}"
                 self._note(self._load_failed)
