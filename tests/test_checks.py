@@ -6,7 +6,9 @@ import pytest
 import torch
 from torch import nn
 
-from grader.checks import CheckFailed, expect_close, expect_contract_parameters, expect_derivative
+from grader.checks import (CheckFailed, describe_difference, expect_close, expect_computes_with,
+                           expect_contract_parameters, expect_derivative, expect_equal, expect_raises, expect_tensor)
+from grader.sandbox.session import StudentException
 
 
 class FakeRemote:
@@ -82,3 +84,160 @@ def test_a_reported_gradient_must_be_the_derivative_of_the_loss():
         expect_derivative("sum of squares", 2 * float(grad.norm()), loss_at, step=1e-3, hint="cut")
     with pytest.raises(CheckFailed):  # a loss that does not move at all
         expect_derivative("constant", 1.0, lambda t: 5.0, step=1e-3)
+
+
+# ---- expect_tensor: what the student gets when the value is not even the right kind ----------
+
+
+@pytest.mark.parametrize("got, kind", [
+    ((torch.ones(2), torch.ones(2)), "a tuple of 2"),
+    (None, "None (did you forget to return?)"),
+    ([1.0, 2.0], "list"),
+])
+def test_expect_tensor_names_what_came_back_instead(got, kind):
+    with pytest.raises(CheckFailed) as failure:
+        expect_tensor("f(x)", got, hint="return the tensor")
+    assert failure.value.message == f"f(x): expected a tensor, got {kind}"
+    assert failure.value.hint == "return the tensor"
+
+
+def test_expect_tensor_checks_shape_then_dtype_then_device():
+    x = torch.zeros(2, 3)
+    assert expect_tensor("f(x)", x, shape=(2, 3), dtype=torch.float32, device="cpu") is x
+    with pytest.raises(CheckFailed, match=r"wrong shape: got \(2, 3\), expected \(3, 2\)"):
+        expect_tensor("f(x)", x, shape=(3, 2), dtype=torch.int64)
+    with pytest.raises(CheckFailed, match="wrong dtype: got float32, expected bool"):
+        expect_tensor("f(x)", x, shape=(2, 3), dtype=torch.bool)
+    with pytest.raises(CheckFailed, match="on the wrong device: got cpu, expected meta"):
+        expect_tensor("f(x)", x, device="meta")
+
+
+# ---- expect_close and expect_equal -------------------------------------------------------------
+
+
+def test_expect_close_accepts_values_within_atol_plus_rtol():
+    want = torch.tensor([64.0, 0.0])  # the tolerance at 64 is 0.125 + 64 / 128 = 0.625
+    expect_close("f(x)", want + torch.tensor([0.5, 0.0625]), want, atol=0.125, rtol=1 / 128)
+    with pytest.raises(CheckFailed, match=r"max abs error 0\.75 at index \[0\]"):
+        expect_close("f(x)", want + torch.tensor([0.75, 0.0]), want, atol=0.125, rtol=1 / 128)
+
+
+def test_a_wrong_shape_is_still_named_when_a_mistake_produces_it():
+    want = torch.ones(2, 3)
+    transposed = torch.ones(3, 2)
+    with pytest.raises(CheckFailed) as failure:
+        expect_close("f(x)", transposed, want, atol=1e-6, mistakes={"transposed": transposed, "other": want})
+    assert "wrong shape" in failure.value.message and failure.value.hint == "transposed"
+
+
+def test_a_right_shape_in_the_wrong_dtype_fails_on_the_dtype():
+    with pytest.raises(CheckFailed, match="wrong dtype: got float64, expected float32"):
+        expect_close("f(x)", torch.ones(2, dtype=torch.float64), torch.ones(2), atol=1e-3)
+
+
+def test_no_hint_when_no_mistake_matches():
+    with pytest.raises(CheckFailed) as failure:
+        expect_close("f(x)", torch.zeros(2), torch.ones(2), atol=1e-6, mistakes={"negated": -torch.ones(2)})
+    assert failure.value.hint is None
+
+
+def test_expect_equal_is_exact_for_masks_and_ids():
+    mask = torch.tensor([True, False])
+    expect_equal("mask", mask.clone(), mask)
+    with pytest.raises(CheckFailed) as failure:
+        expect_equal("mask", ~mask, mask, mistakes={"inverted": ~mask})
+    assert failure.value.hint == "inverted"
+    with pytest.raises(CheckFailed):
+        expect_equal("ids", torch.tensor([1, 2]), torch.tensor([1, 3]))
+
+
+# ---- describe_difference: the one line a student reads -----------------------------------------
+
+
+def test_describe_difference_points_at_the_largest_error():
+    want = torch.tensor([[0.0, 1.0], [2.0, 3.0]])
+    got = want + torch.tensor([[0.0, 0.1], [-0.5, 0.0]])
+    assert describe_difference(got, want) == ("values differ from the reference: max abs error 0.5 at index [1, 0] "
+                                              "(got 1.5, expected 2)")
+
+
+def test_describe_difference_names_a_non_finite_value_where_the_reference_is_finite():
+    message = describe_difference(torch.tensor([0.0, float("inf")]), torch.tensor([0.0, 1.0]))
+    assert message == "your values contain inf where the reference is finite (first at index (1,): expected 1)"
+
+
+def test_describe_difference_counts_a_missing_minus_inf_as_the_largest_error():
+    want = torch.tensor([float("-inf"), 0.0])
+    message = describe_difference(torch.tensor([0.0, 0.5]), want)
+    assert "max abs error inf at index [0]" in message and "expected -inf" in message
+
+
+def test_describe_difference_of_scalars():
+    assert "max abs error 1 at index []" in describe_difference(torch.tensor(2.0), torch.tensor(1.0))
+
+
+# ---- expect_raises: argument checks across the boundary ----------------------------------------
+
+
+def raising(type_name: str, message: str = "bad"):
+    def call():
+        raise StudentException("f()", type_name, message, "")
+    return call
+
+
+def test_expect_raises_passes_on_the_named_type():
+    expect_raises(ValueError, "f(bad)", raising("ValueError"))
+
+
+def test_a_bare_assert_gets_the_value_error_hint():
+    with pytest.raises(CheckFailed) as failure:
+        expect_raises(ValueError, "f(bad)", raising("AssertionError", "d_model % heads"))
+    assert failure.value.message == "f(bad): expected ValueError, but your code raised AssertionError: d_model % heads"
+    assert "bare assert" in failure.value.hint
+
+
+def test_another_exception_type_fails_without_the_assert_hint():
+    with pytest.raises(CheckFailed) as failure:
+        expect_raises(ValueError, "f(bad)", raising("TypeError"))
+    assert failure.value.hint is None
+
+
+def test_nothing_raised_fails():
+    with pytest.raises(CheckFailed, match="expected ValueError, but nothing was raised"):
+        expect_raises(ValueError, "f(bad)", lambda: None)
+
+
+def test_an_unimplemented_stub_propagates_so_the_part_says_not_implemented():
+    with pytest.raises(StudentException) as raised:
+        expect_raises(ValueError, "f(bad)", raising("NotImplementedError"))
+    assert raised.value.type_name == "NotImplementedError"
+
+
+# ---- expect_computes_with: the names a module reports are the ones it uses ---------------------
+
+
+class LocalRemote(FakeRemote):
+    """A student's module as the remote API exposes it, computing here."""
+
+    def load_parameters(self, parameters: dict) -> None:
+        self._module.load_state_dict(parameters, strict=True)
+
+
+def test_a_module_that_computes_with_its_parameters_passes():
+    module = Contract()
+    x = torch.randn(2, 3)
+    expect_computes_with("M()", LocalRemote(module), Contract(), lambda: module.W_q(x))
+
+
+def test_a_module_whose_output_ignores_its_parameters_fails():
+    module = Contract()
+    frozen = torch.randn(2, 3)  # computed once: what a module holding hidden copies would return
+    with pytest.raises(CheckFailed, match="stays the same") as failure:
+        expect_computes_with("M()", LocalRemote(module), Contract(), lambda: frozen.clone())
+    assert "compute with the parameters it holds" in failure.value.hint
+
+
+def test_a_forward_that_raises_is_left_to_the_value_tests():
+    def forward():
+        raise StudentException("M()", "RuntimeError", "shape mismatch", "")
+    expect_computes_with("M()", LocalRemote(Contract()), Contract(), forward)

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml  # installed with the dev extra (through ray); the grader itself writes YAML as text
+import yaml  # a dev dependency: the grader itself writes YAML as text
 
 from grader.assignment import AssignmentError
 from grader.cli import main
