@@ -199,6 +199,10 @@ def new_assignment(root: Path, assignment_id: str, module: str, title: str | Non
         raise ScaffoldError(f"the assignment id is two digits, as in assignments/03 (got {assignment_id!r})")
     if not module.isidentifier() or keyword.iskeyword(module) or not module.islower():
         raise ScaffoldError(f"the module name is a lowercase Python identifier, as in mha (got {module!r})")
+    if not (root / "assignments" / "course.toml").is_file():
+        # The reference installed without its repository (not editable): nowhere to write a handout.
+        raise ScaffoldError(f"{root} is not the course repository (it has no assignments/course.toml); "
+                            "install the grader from a checkout with pip install -e .")
     handout, suite = root / "assignments" / assignment_id, root / "reference" / "hidden" / f"a{assignment_id}"
     title = title or module
     # A JSON string is a TOML basic string: quotes and backslashes in the title stay text.

@@ -81,3 +81,9 @@ def test_the_skeleton_names_its_module_once_and_derives_the_rest(empty_course):
     toml = (empty_course / "assignments/07/assignment.toml").read_text()
     assert 'module = "gpt.py"' in toml and "ipynb\"" not in toml and 'title = "A \\"GPT\\""' in toml
     assert 'reference = "gpt"' in (empty_course / "reference/hidden/a07/suite.toml").read_text()
+
+
+def test_a_new_assignment_needs_the_course_repository(tmp_path):
+    with pytest.raises(ScaffoldError, match="not the course repository"):
+        new_assignment(tmp_path, "07", "gpt")
+    assert list(tmp_path.iterdir()) == []
