@@ -61,7 +61,8 @@ def grade(
     """Grade one submission (default: the student's working copy in the assignment).
 
     Call it from a process that has not run multi-threaded torch ops (the grader forks
-    from it; see NOTES on OpenMP), such as the ``grade`` command.
+    from it, and GNU OpenMP is not fork-safe: the child would hang on its first parallel
+    op), such as the ``grade`` command.
     """
     pending = start_grading(assignment, submission, device=device, limits=limits, sandbox=sandbox,
                             total_timeout_s=total_timeout_s)

@@ -1,7 +1,9 @@
-"""An assignment: its handout directory, its contract parts and where its hidden suite is.
+"""An assignment: its handout directory, its contract and where its hidden suite is.
 
-``assignments/NN/assignment.toml`` is the single definition of an assignment's parts; the
-stub module, the notebook, the public tests and the hidden suite are checked against it.
+``assignments/NN/assignment.toml`` is the single definition of an assignment's contract: its
+parts (signature and semantics, in report order) and the mistakes the grader must name. The
+stub module, the notebook, the README's contract table, the reference, the public tests and
+the hidden suite are generated from it or checked against it (tests/test_contract.py).
 """
 
 from __future__ import annotations
@@ -41,14 +43,31 @@ def __getattr__(name: str) -> Path:
 
 
 @dataclass(frozen=True)
+class Part:
+    """One part of the contract: what the student writes, and what it must do."""
+
+    name: str
+    contract: str  # the semantics, in markdown
+    signature: str | None = None  # "split_heads(x, num_heads)"; None: no stub, graded through other parts
+    methods: tuple[str, ...] = ()  # a class's methods besides __init__: "forward(x, mask=None)"
+
+    @classmethod
+    def from_spec(cls, spec: dict) -> Part:
+        signature = spec.get("signature")
+        # The name is written once: a stubbed part's is the one its signature defines.
+        name = signature.partition("(")[0] if signature else spec["name"]
+        return cls(name, spec["contract"], signature, tuple(spec.get("methods", ())))
+
+
+@dataclass(frozen=True)
 class Assignment:
     id: str
     title: str
     directory: Path
     module: str  # the stub module the student edits, e.g. "mha.py"
-    notebook: str  # the same stubs as a notebook, generated from the module
-    parts: tuple[str, ...]
-    parts_without_stub: tuple[str, ...] = ()  # graded through other parts (06's end_to_end)
+    contract: tuple[Part, ...]  # in the order the report lists them
+    about: str = ""  # what holds for every part, said before them (05: post-norm)
+    mistakes: tuple[str, ...] = ()  # the mistakes the grader must recognise and name
 
     @classmethod
     def load(cls, directory: str | Path) -> Assignment:
@@ -59,10 +78,25 @@ class Assignment:
                                   "(expected a directory such as assignments/03)")
         try:
             spec = tomllib.loads(spec_path.read_text(encoding="utf-8"))
-            return cls(str(spec["id"]), spec["title"], directory, spec["module"], spec["notebook"],
-                       tuple(spec["parts"]), tuple(spec.get("parts_without_stub", ())))
-        except (tomllib.TOMLDecodeError, KeyError, TypeError) as exc:
+            return cls(str(spec["id"]), spec["title"], directory, spec["module"],
+                       tuple(Part.from_spec(part) for part in spec["parts"]), spec.get("about", ""),
+                       tuple(spec.get("mistakes", ())))
+        except (tomllib.TOMLDecodeError, KeyError, TypeError, AttributeError) as exc:
             raise AssignmentError(f"{spec_path} is malformed: {exc}") from None
+
+    @property
+    def parts(self) -> tuple[str, ...]:
+        return tuple(part.name for part in self.contract)
+
+    @property
+    def parts_without_stub(self) -> tuple[str, ...]:
+        """Graded, but through other parts (06's end_to_end trains a model with train_step)."""
+        return tuple(part.name for part in self.contract if part.signature is None)
+
+    @property
+    def notebook(self) -> str:
+        """The same stubs as a notebook, generated from the module: "mha.py" -> "mha.ipynb"."""
+        return str(Path(self.module).with_suffix(".ipynb"))
 
     @property
     def module_path(self) -> Path:

@@ -7,6 +7,7 @@
     grade release assignments/03 --out dist/       # the student handout, grader included: dist/03/, dist/03.zip
     grade report results/ [--html FILE]            # a class's plots and statistics from a batch's results
     grade export gradescope|classroom assignments/03 [--out FILE]  # the grader on Gradescope / GitHub Classroom
+    grade new-assignment 07 --module gpt [--title T]  # the skeleton of a new assignment, every file in its home
 
 Exit status: 0 when grading ran, whatever the score; 1 when the grader failed; 2 for bad
 arguments (unknown assignment, missing file).
@@ -298,6 +299,31 @@ def _release(args: argparse.Namespace, console: Console) -> int:
     return EXIT_OK
 
 
+def _new_assignment_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="grade new-assignment",
+                                     description="Write the skeleton of a new assignment into the repository that "
+                                                 "holds the reference (see docs/writing-an-assignment.md).")
+    parser.add_argument("id", help="two digits: the handout is assignments/ID/")
+    parser.add_argument("--module", required=True, help="the stub module's name, without .py (e.g. gpt)")
+    parser.add_argument("--title", help="the assignment's title (default: the module name)")
+    return parser
+
+
+def _new_assignment(args: argparse.Namespace, console: Console) -> int:
+    from grader.assignment import AssignmentError, reference_dir
+    from grader.scaffold import ScaffoldError, new_assignment
+
+    try:
+        written = new_assignment(reference_dir().parent, args.id, args.module, args.title)
+    except (AssignmentError, ScaffoldError) as exc:
+        _error(console, exc)
+        return EXIT_USAGE
+    for path in written:
+        _say(console, f"wrote {path}")
+    _say(console, f"next: fill in assignments/{args.id}/assignment.toml, as docs/writing-an-assignment.md says")
+    return EXIT_OK
+
+
 # `grade NAME ...`: each subcommand's parser and handler. Anything else is `grade ASSIGNMENT`.
 SUBCOMMANDS = {
     "batch": (_batch_parser, _batch),
@@ -305,6 +331,7 @@ SUBCOMMANDS = {
     "release": (_release_parser, _release),
     "report": (_report_parser, _report),
     "export": (_export_parser, _export),
+    "new-assignment": (_new_assignment_parser, _new_assignment),
 }
 
 if __name__ == "__main__":

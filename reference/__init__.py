@@ -1,4 +1,4 @@
-"""Reference solutions for the course, one module per idea (see ../shared/ASSIGNMENTS.md).
+"""Reference solutions for the course, one module per idea (the contract: docs/course.md).
 
 Later assignments import earlier ones (``multihead`` uses ``attention``) so each idea is
 written once. :func:`as_submission` inlines those imports to produce the single file a
@@ -8,18 +8,17 @@ student would hand in, which the project's tests and benchmarks grade.
 from __future__ import annotations
 
 import ast
+import tomllib
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent
-# The reference module that solves each assignment (its handout is assignments/<id>/).
-MODULE_FOR_ASSIGNMENT = {
-    "01": "attention",
-    "02": "masks",
-    "03": "multihead",
-    "04": "positions",
-    "05": "layers",
-    "06": "training",
-}
+
+
+def module_for(assignment_id: str) -> str:
+    """The reference module that solves assignment ``assignment_id`` (its handout is
+    assignments/<id>/), as its hidden suite's suite.toml names it: "multihead" for 03."""
+    spec = PACKAGE_DIR / "hidden" / f"a{assignment_id}" / "suite.toml"
+    return tomllib.loads(spec.read_text(encoding="utf-8"))["reference"]
 
 
 def _module_source(name: str) -> str:

@@ -10,15 +10,16 @@ import pytest
 from grader import hints
 from grader.assignment import Assignment
 from grader.report import Status
-from reference import MODULE_FOR_ASSIGNMENT, as_submission
-from tests.conftest import ASSIGNMENTS, assert_valid, notebook_text
+from grader.course import Course
+from reference import as_submission, module_for
+from tests.conftest import ROOT, assert_valid, notebook_text
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(params=sorted(MODULE_FOR_ASSIGNMENT), ids=lambda id: f"a{id}")
+@pytest.fixture(params=Course.load(ROOT).assignments, ids=lambda assignment: f"a{assignment.id}")
 def assignment(request) -> Assignment:
-    return Assignment.load(ASSIGNMENTS / request.param)
+    return request.param
 
 
 @pytest.fixture
@@ -28,12 +29,12 @@ def grade_it(grade_source, assignment):
 
 def reference_cells(assignment: Assignment) -> list[str]:
     # One cell per inlined reference module, as a student's notebook would grow.
-    return re.split(r"(?m)^(?=# ---- )", as_submission(MODULE_FOR_ASSIGNMENT[assignment.id]))
+    return re.split(r"(?m)^(?=# ---- )", as_submission(module_for(assignment.id)))
 
 
 @pytest.mark.parametrize("suffix", [".py", ".ipynb"])
 def test_reference_scores_full_marks(assignment, grade_it, suffix):
-    source = as_submission(MODULE_FOR_ASSIGNMENT[assignment.id])
+    source = as_submission(module_for(assignment.id))
     report = grade_it(source if suffix == ".py" else notebook_text(*reference_cells(assignment)), suffix)
     assert_valid(report)
     assert report.status == Status.GRADED and report.error is None, report.error

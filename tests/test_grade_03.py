@@ -1,8 +1,9 @@
-"""Assignment 03 end to end: reference, stubs, each named mistake, unusable files.
+"""Assignment 03 end to end: unusable files, a fault in the suite, what the submission prints.
 
 Buggy submissions are the reference with one edit (a mutant), so each differs from a
-correct solution in exactly the way its name says, and none is a hand-kept copy. Hostile
-submissions are in test_adversarial.py.
+correct solution in exactly the way its name says, and none is a hand-kept copy. The
+mistakes every assignment names are in test_mistakes.py; hostile submissions are in
+test_adversarial.py.
 """
 
 from __future__ import annotations
@@ -10,56 +11,14 @@ from __future__ import annotations
 
 import pytest
 
-from grader import hints
 from grader.report import Status
-from reference import as_submission
+from reference import as_submission, module_for
 from reference.hidden.a03 import variants
-from tests.conftest import assert_mistake_named, assert_valid, mutant, part
+from tests.conftest import assert_valid, mutant, part
 
 pytestmark = pytest.mark.slow
 PARTS = ("split_heads", "combine_heads", "MultiHeadAttention")
-REFERENCE = as_submission("multihead")
-
-
-def test_missing_part_scores_zero_and_others_are_graded(grade_source):
-    source = mutant(REFERENCE, "def combine_heads(", "def combine_heads_renamed(")
-    report = grade_source(source)
-    assert part(report, "combine_heads").score == 0
-    assert part(report, "combine_heads").hint == hints.NOT_FOUND
-    assert part(report, "split_heads").score == part(report, "split_heads").max_score
-
-
-MISTAKES = {
-    "split with view, no transpose": (
-        ("x.view(batch, length, num_heads, d_k).transpose(1, 2)", "x.reshape(batch, num_heads, length, d_k)"),
-        {"split_heads": variants.NO_TRANSPOSE_SPLIT, "MultiHeadAttention": variants.NO_TRANSPOSE_SPLIT}),
-    "missing contiguous": (
-        ("x.transpose(1, 2).contiguous().view(", "x.transpose(1, 2).view("),
-        # MultiHeadAttention calls the student's own combine_heads, so it breaks too.
-        {"combine_heads": ".contiguous()", "MultiHeadAttention": ".contiguous()"}),
-    "scaled by sqrt(d_model)": (
-        ("d_k = q.size(-1)\n", "d_k = q.size(-1) * q.size(1)\n"),
-        {"MultiHeadAttention": variants.SCALE_D_MODEL}),
-    "not scaled": (
-        ("/ math.sqrt(d_k)", "/ 1.0"),
-        {"MultiHeadAttention": variants.NO_SCALE}),
-    "scaled by d_k": (
-        ("/ math.sqrt(d_k)", "/ d_k"),
-        {"MultiHeadAttention": variants.SCALE_D_K}),
-    "softmax over the wrong dimension": (
-        ("weights = softmax(scores, dim=-1)", "weights = softmax(scores, dim=-2)"),
-        {"MultiHeadAttention": variants.SOFTMAX_DIM}),
-    "mask inverted": (
-        ("scores.masked_fill(~mask,", "scores.masked_fill(mask,"),
-        {"MultiHeadAttention": variants.MASK_INVERTED}),
-}
-
-
-@pytest.mark.parametrize("name", MISTAKES)
-def test_mistake_loses_points_in_its_part_with_its_hint(grade_source, name):
-    (old, new), expected_hints = MISTAKES[name]
-    report = grade_source(mutant(REFERENCE, old, new))
-    assert_mistake_named(report, expected_hints, name)
+REFERENCE = as_submission(module_for("03"))
 
 
 @pytest.mark.parametrize("content, suffix, error", [

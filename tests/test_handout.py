@@ -13,7 +13,7 @@ import pytest
 from grader.assignment import Assignment
 from grader.handout import notebook_is_current, render_notebook
 from grader.ingest import load_submission
-from reference import MODULE_FOR_ASSIGNMENT, as_submission
+from reference import as_submission, module_for
 
 ASSIGNMENTS = sorted(p.parent for p in (Path(__file__).resolve().parent.parent / "assignments").glob("*/assignment.toml"))
 
@@ -68,7 +68,7 @@ def _run_public_tests(assignment: Assignment, module_source: str, tmp_path: Path
 
 @pytest.mark.slow
 def test_public_tests_pass_on_the_reference(assignment, tmp_path):
-    result = _run_public_tests(assignment, as_submission(MODULE_FOR_ASSIGNMENT[assignment.id]), tmp_path)
+    result = _run_public_tests(assignment, as_submission(module_for(assignment.id)), tmp_path)
     assert result.returncode == 0, result.stdout[-2000:]
 
 

@@ -1,43 +1,18 @@
-"""Assignment 02 end to end: reference, stubs and each named mistake.
+"""Assignment 02's named mistakes, each made in the reference: data for tests/test_mistakes.py.
 
-Buggy submissions are the reference with one edit (a mutant), so each differs from a
-correct solution in exactly the way its name says, and none is a hand-kept copy. The
-reference submission inlines assignment 01's attention, as a student's would.
+A mutant is the reference submission with one edit (``old`` -> ``new``, unique in it), so it
+differs from a correct solution in exactly the way its name says, and none is a hand-kept
+copy. The parts it lists lose points with a hint containing that text (None: any hint); every
+other part keeps full marks. The grader never collects this module (it is no test_*.py).
 """
 
 from __future__ import annotations
 
-
-import pytest
-
-from grader import hints
-from grader.report import GradeReport
-from reference import as_submission
 from reference.hidden.a02 import variants
-from tests.conftest import ROOT, assert_mistake_named, mutant, part
-
-pytestmark = pytest.mark.slow
-ASSIGNMENT_02 = ROOT / "assignments" / "02"
-REFERENCE = as_submission("masks")
-
-
-@pytest.fixture
-def grade_02(grade_source):
-    def run(text, suffix=".py", **kwargs) -> GradeReport:
-        return grade_source(text, suffix=suffix, assignment=ASSIGNMENT_02, **kwargs)
-    return run
-
-
-def test_missing_part_scores_zero_and_others_are_graded(grade_02):
-    report = grade_02(mutant(REFERENCE, "def padding_mask(", "def padding_mask_renamed("))
-    assert part(report, "padding_mask").score == 0
-    assert part(report, "padding_mask").hint == hints.NOT_FOUND
-    assert part(report, "causal_mask").score == part(report, "causal_mask").max_score
-
 
 CAUSAL = "torch.ones(T, T, dtype=torch.bool, device=device).tril()"
 
-MISTAKES = {
+MUTANTS: dict[str, tuple[tuple[str, str], dict[str, str | None]]] = {
     # CausalSelfAttention builds its buffer with the student's own causal_mask, so it breaks too.
     "causal mask with triu": (
         (CAUSAL, CAUSAL.replace(".tril()", ".triu()")),
@@ -101,9 +76,18 @@ MISTAKES = {
         {"CausalSelfAttention": variants.NO_SCALE}),
 }
 
+# A part the submission does not define (renamed): it scores 0, "not found", and these parts,
+# which do not use it, keep full marks.
+MISSING_PART: tuple[str, tuple[str, ...]] = ("padding_mask", ("causal_mask",))
 
-@pytest.mark.parametrize("name", MISTAKES)
-def test_mistake_loses_points_in_its_part_with_its_hint(grade_02, name):
-    (old, new), expected_hints = MISTAKES[name]
-    report = grade_02(mutant(REFERENCE, old, new))
-    assert_mistake_named(report, expected_hints, name)
+# Each mistake the contract (assignments/02/assignment.toml) says the grader must name,
+# and the mutant above that makes it.
+CONTRACT_MISTAKES = {
+    "a causal mask built with `triu` instead of `tril`": "causal mask with triu",
+    'a causal mask inverted (True read as "blocked")': 'causal mask marks the blocked positions',
+    "the diagonal left out of the causal mask": "causal mask without the diagonal",
+    "dropout without the `1/(1-p)` scaling": "dropout without 1/(1-p)",
+    "dropout scaled by `(1-p)`": "dropout scaled by (1-p)",
+    "dropout active at evaluation": "dropout active at evaluation",
+    "`p` used as the keep probability": "dropout with p as the keep probability",
+}

@@ -1,0 +1,51 @@
+"""Assignment 03's named mistakes, each made in the reference: data for tests/test_mistakes.py.
+
+A mutant is the reference submission with one edit (``old`` -> ``new``, unique in it), so it
+differs from a correct solution in exactly the way its name says, and none is a hand-kept
+copy. The parts it lists lose points with a hint containing that text (None: any hint); every
+other part keeps full marks. The grader never collects this module (it is no test_*.py).
+"""
+
+from __future__ import annotations
+
+from reference.hidden.a03 import variants
+
+MUTANTS: dict[str, tuple[tuple[str, str], dict[str, str | None]]] = {
+    "split with view, no transpose": (
+        ("x.view(batch, length, num_heads, d_k).transpose(1, 2)", "x.reshape(batch, num_heads, length, d_k)"),
+        {"split_heads": variants.NO_TRANSPOSE_SPLIT, "MultiHeadAttention": variants.NO_TRANSPOSE_SPLIT}),
+    "missing contiguous": (
+        ("x.transpose(1, 2).contiguous().view(", "x.transpose(1, 2).view("),
+        # MultiHeadAttention calls the student's own combine_heads, so it breaks too.
+        {"combine_heads": ".contiguous()", "MultiHeadAttention": ".contiguous()"}),
+    "scaled by sqrt(d_model)": (
+        ("d_k = q.size(-1)\n", "d_k = q.size(-1) * q.size(1)\n"),
+        {"MultiHeadAttention": variants.SCALE_D_MODEL}),
+    "not scaled": (
+        ("/ math.sqrt(d_k)", "/ 1.0"),
+        {"MultiHeadAttention": variants.NO_SCALE}),
+    "scaled by d_k": (
+        ("/ math.sqrt(d_k)", "/ d_k"),
+        {"MultiHeadAttention": variants.SCALE_D_K}),
+    "softmax over the wrong dimension": (
+        ("weights = softmax(scores, dim=-1)", "weights = softmax(scores, dim=-2)"),
+        {"MultiHeadAttention": variants.SOFTMAX_DIM}),
+    "mask inverted": (
+        ("scores.masked_fill(~mask,", "scores.masked_fill(mask,"),
+        {"MultiHeadAttention": variants.MASK_INVERTED}),
+}
+
+# A part the submission does not define (renamed): it scores 0, "not found", and these parts,
+# which do not use it, keep full marks.
+MISSING_PART: tuple[str, tuple[str, ...]] = ("combine_heads", ("split_heads",))
+
+# Each mistake the contract (assignments/03/assignment.toml) says the grader must name,
+# and the mutant above that makes it.
+CONTRACT_MISTAKES = {
+    "heads split with `view` and no `transpose` (features of different heads mixed)": "split with view, no transpose",
+    "scores scaled by `sqrt(d_model)` instead of the head dimension": "scaled by sqrt(d_model)",
+    "scores not scaled": "not scaled",
+    "scores scaled by `d_k` instead of `sqrt(d_k)`": "scaled by d_k",
+    "softmax over the wrong dimension": "softmax over the wrong dimension",
+    'mask inverted (True read as "blocked")': 'mask inverted',
+}

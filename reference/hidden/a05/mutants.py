@@ -1,0 +1,87 @@
+"""Assignment 05's named mistakes, each made in the reference: data for tests/test_mistakes.py.
+
+A mutant is the reference submission with one edit (``old`` -> ``new``, unique in it), so it
+differs from a correct solution in exactly the way its name says, and none is a hand-kept
+copy. The parts it lists lose points with a hint containing that text (None: any hint); every
+other part keeps full marks. The grader never collects this module (it is no test_*.py).
+"""
+
+from __future__ import annotations
+
+from reference.hidden.a05 import variants
+
+ENCODER_FORWARD = ("        x = self.norm1(x + self.dropout(self.self_attn(x, x, x, src_mask)))  # (B, S, d_model)\n"
+                   "        return self.norm2(x + self.dropout(self.ffn(x)))  # (B, S, d_model)\n")
+
+ENCODER_PRE_NORM = ("        h = self.norm1(x)\n"
+                    "        x = x + self.dropout(self.self_attn(h, h, h, src_mask))\n"
+                    "        return x + self.dropout(self.ffn(self.norm2(x)))\n")
+
+CROSS_ATTENTION = "x = self.norm2(x + self.dropout(self.cross_attn(x, memory, memory, memory_mask)))"
+
+TGT_MASK = "tgt_mask = padding_mask(tgt_in, self.pad_idx) & causal_mask("
+
+MUTANTS: dict[str, tuple[tuple[str, str], dict[str, str | None]]] = {
+    # A layer's wiring mistake costs points in that layer only: the Transformer is graded
+    # with its own layers as black boxes.
+    "encoder pre-norm": (
+        (ENCODER_FORWARD, ENCODER_PRE_NORM),
+        {"EncoderLayer": variants.PRE_NORM}),
+    "encoder residual missing around the feed-forward network": (
+        ("return self.norm2(x + self.dropout(self.ffn(x)))", "return self.norm2(self.dropout(self.ffn(x)))"),
+        {"EncoderLayer": variants.MISSING_RESIDUAL}),
+    "decoder pre-norm": (
+        ("        x = self.norm1(x + self.dropout(self.self_attn(x, x, x, tgt_mask)))  # (B, T, d_model)\n"
+         "        # Queries come from the decoder, keys and values from the encoder output.\n"
+         f"        {CROSS_ATTENTION}\n"
+         "        return self.norm3(x + self.dropout(self.ffn(x)))  # (B, T, d_model)\n",
+         "        x = x + self.self_attn(self.norm1(x), self.norm1(x), self.norm1(x), tgt_mask)\n"
+         "        x = x + self.cross_attn(self.norm2(x), memory, memory, memory_mask)\n"
+         "        return x + self.ffn(self.norm3(x))\n"),
+        {"DecoderLayer": variants.PRE_NORM}),
+    "decoder residual missing around the cross-attention": (
+        ("self.norm2(x + self.dropout(self.cross_attn(", "self.norm2(0 + self.dropout(self.cross_attn("),
+        {"DecoderLayer": variants.MISSING_RESIDUAL}),
+    "cross-attention over the decoder's own states": (
+        ("self.cross_attn(x, memory, memory, memory_mask)", "self.cross_attn(x, x, x, memory_mask)"),
+        # With T != S and a memory mask the layer cannot run at all, so the Transformer,
+        # which calls it, fails too and says which piece to fix.
+        {"DecoderLayer": variants.CROSS_OVER_OWN_STATES,
+         "Transformer": variants.PIECE_RAISES.format(piece="DecoderLayer (decoder_layers[0])",
+                                                     where="the DecoderLayer part")}),
+    "cross-attention through self_attn": (
+        ("self.cross_attn(x, memory, memory, memory_mask)", "self.self_attn(x, memory, memory, memory_mask)"),
+        {"DecoderLayer": variants.CROSS_USES_SELF_ATTN}),
+    "no ReLU": (
+        ("self.linear2(self.dropout(torch.relu(self.linear1(x))))", "self.linear2(self.dropout(self.linear1(x)))"),
+        {"FeedForward": variants.NO_RELU}),
+    "feed-forward dropout on the output": (
+        ("self.linear2(self.dropout(torch.relu(self.linear1(x))))",
+         "self.dropout(self.linear2(torch.relu(self.linear1(x))))"),
+        {"FeedForward": variants.DROPOUT_ON_OUTPUT}),
+    "no causal mask": (
+        (TGT_MASK, "tgt_mask = padding_mask(tgt_in, self.pad_idx) | causal_mask("),
+        {"Transformer": variants.NO_CAUSAL_MASK}),
+    "no memory mask": (
+        ("self.decode(tgt_in, memory, tgt_mask, src_mask)", "self.decode(tgt_in, memory, tgt_mask, None)"),
+        {"Transformer": variants.NO_MEMORY_MASK}),
+    "no positional encoding on the target": (
+        ("x = self.pos_encoding(self.tgt_embed(tgt_in))", "x = self.tgt_embed(tgt_in)"),
+        {"Transformer": variants.NO_POSITIONS_TGT}),
+    "decode returns logits": (
+        ("            x = layer(x, memory, tgt_mask, memory_mask)\n        return x\n",
+         "            x = layer(x, memory, tgt_mask, memory_mask)\n        return self.generator(x)\n"),
+        {"Transformer": variants.DECODE_RETURNS_LOGITS}),
+}
+
+# A part the submission does not define (renamed): it scores 0, "not found", and these parts,
+# which do not use it, keep full marks.
+MISSING_PART: tuple[str, tuple[str, ...]] = ("FeedForward", ())
+
+# Each mistake the contract (assignments/05/assignment.toml) says the grader must name,
+# and the mutant above that makes it.
+CONTRACT_MISTAKES = {
+    "pre-norm instead of post-norm": "encoder pre-norm",
+    "a missing residual": "encoder residual missing around the feed-forward network",
+    "cross-attention over the decoder's own states": "cross-attention over the decoder's own states",
+}

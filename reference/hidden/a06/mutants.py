@@ -1,0 +1,95 @@
+"""Assignment 06's named mistakes, each made in the reference: data for tests/test_mistakes.py.
+
+A mutant is the reference submission with one edit (``old`` -> ``new``, unique in it), so it
+differs from a correct solution in exactly the way its name says, and none is a hand-kept
+copy. The parts it lists lose points with a hint containing that text (None: any hint); every
+other part keeps full marks. The grader never collects this module (it is no test_*.py).
+"""
+
+from __future__ import annotations
+
+from reference.hidden.a06 import variants
+
+CLIP_THEN_STEP = "    nn.utils.clip_grad_norm_(model.parameters(), clip_norm)\n    optimizer.step()\n"
+
+MUTANTS: dict[str, tuple[tuple[str, str], dict[str, str | None]]] = {
+    # teacher forcing
+    "labels not shifted, in teacher_forcing_split": (
+        ("return tgt[:, :-1], tgt[:, 1:]", "return tgt[:, :-1], tgt[:, :-1]"),
+        # train_step uses the student's own split: graded on top of it, it keeps its points.
+        {"teacher_forcing_split": variants.LABELS_NOT_SHIFTED}),
+    "decoder input and labels swapped": (
+        ("return tgt[:, :-1], tgt[:, 1:]", "return tgt[:, 1:], tgt[:, :-1]"),
+        {"teacher_forcing_split": variants.SPLIT_SWAPPED}),
+    "labels not shifted, in train_step": (
+        ("tgt_in, labels = teacher_forcing_split(tgt)", "tgt_in, labels = tgt[:, :-1], tgt[:, :-1]"),
+        {"train_step": variants.LABELS_NOT_SHIFTED}),
+    # the loss
+    "padding not ignored, in translation_loss": (
+        ("        ignore_index=pad_idx,\n", ""),
+        {"translation_loss": variants.PAD_NOT_IGNORED}),
+    "padding not ignored, in train_step": (
+        ("loss = translation_loss(logits, labels, pad_idx)",
+         "loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten())"),
+        {"train_step": variants.PAD_NOT_IGNORED}),
+    "pad index hard-coded": (
+        ("ignore_index=pad_idx,", "ignore_index=0,"),
+        {"translation_loss": variants.PAD_HARDCODED}),
+    "label smoothing ignored": (
+        ("        label_smoothing=label_smoothing,\n", ""),
+        {"translation_loss": variants.SMOOTHING_IGNORED}),
+    "translation_loss wrong in an unknown way": (
+        ("    return F.cross_entropy(\n", "    return 2 * F.cross_entropy(\n"),
+        # train_step returns twice the loss too: its hint points at translation_loss.
+        {"translation_loss": None, "train_step": variants.SUBPART_WRONG.format(name="translation_loss")}),
+    # the step
+    "no zero_grad": (
+        ("    optimizer.zero_grad()\n", ""),
+        {"train_step": variants.NO_ZERO_GRAD}),
+    "no optimizer step": (
+        ("    optimizer.step()\n", ""),
+        {"train_step": variants.NO_STEP, "end_to_end": variants.NO_STEP}),
+    "clipping after the step": (
+        (CLIP_THEN_STEP, "    optimizer.step()\n    nn.utils.clip_grad_norm_(model.parameters(), clip_norm)\n"),
+        {"train_step": variants.CLIP_AFTER_STEP}),
+    "no clipping": (
+        ("    nn.utils.clip_grad_norm_(model.parameters(), clip_norm)\n", ""),
+        {"train_step": variants.NO_CLIP}),
+    "clipping by value": (
+        ("nn.utils.clip_grad_norm_(model.parameters(), clip_norm)",
+         "nn.utils.clip_grad_value_(model.parameters(), clip_norm)"),
+        {"train_step": variants.CLIP_BY_VALUE}),
+    "loss returned as a tensor": (
+        ("    return loss.item()\n", "    return loss\n"),
+        {"train_step": variants.LOSS_NOT_FLOAT}),
+    # greedy decoding
+    "not padded after EOS": (
+        ("            next_token = next_token.masked_fill(finished, pad_idx)\n", ""),
+        {"greedy_decode": variants.NOT_PADDED_AFTER_EOS}),
+    "logits of the first position": (
+        ("logits[:, -1].argmax(dim=-1)", "logits[:, 0].argmax(dim=-1)"),
+        {"greedy_decode": variants.FIRST_POSITION}),
+    "stops when the first row finishes": (
+        ("if finished.all():", "if finished.any():"),
+        {"greedy_decode": variants.STOPS_AT_FIRST_EOS}),
+    "one token more than max_len": (
+        ("for _ in range(max_len - 1):", "for _ in range(max_len):"),
+        {"greedy_decode": variants.MAX_LEN_OFF_BY_ONE}),
+    "BOS left out": (
+        ("        return out\n", "        return out[:, 1:]\n"),
+        {"greedy_decode": variants.NO_BOS}),
+}
+
+# A part the submission does not define (renamed): it scores 0, "not found", and these parts,
+# which do not use it, keep full marks.
+MISSING_PART: tuple[str, tuple[str, ...]] = ("greedy_decode", ("teacher_forcing_split", "translation_loss", "train_step", "end_to_end"))
+
+# Each mistake the contract (assignments/06/assignment.toml) says the grader must name,
+# and the mutant above that makes it.
+CONTRACT_MISTAKES = {
+    "labels not shifted": "labels not shifted, in teacher_forcing_split",
+    "padding not ignored in the loss": "padding not ignored, in translation_loss",
+    "no `zero_grad`": "no zero_grad",
+    "no optimizer step": "no optimizer step",
+    "clipping after the step": "clipping after the step",
+}

@@ -1,0 +1,85 @@
+"""The contract (assignments/course.toml and each assignment.toml) is the single source: its
+pages are generated from it, and the stubs, the reference and the mistake tables agree with it."""
+
+from __future__ import annotations
+
+import ast
+from importlib import import_module
+
+import pytest
+
+from grader.assignment import Assignment, Part
+from grader.course import Course, stale_pages
+from reference import as_submission, module_for
+from tests.conftest import ROOT
+
+COURSE = Course.load(ROOT)
+
+
+@pytest.fixture(params=COURSE.assignments, ids=lambda assignment: f"a{assignment.id}")
+def assignment(request) -> Assignment:
+    return request.param
+
+
+def parameters(arguments: ast.arguments, *, method: bool = False) -> str:
+    """Names, kinds and defaults as Python writes them, annotations left out ("x, dim=-1")."""
+    arguments = ast.arguments(
+        posonlyargs=[ast.arg(a.arg) for a in arguments.posonlyargs],
+        args=[ast.arg(a.arg) for a in arguments.args][1 if method else 0:],
+        vararg=arguments.vararg and ast.arg(arguments.vararg.arg),
+        kwonlyargs=[ast.arg(a.arg) for a in arguments.kwonlyargs], kw_defaults=arguments.kw_defaults,
+        kwarg=arguments.kwarg and ast.arg(arguments.kwarg.arg), defaults=arguments.defaults)
+    return ast.unparse(arguments)
+
+
+def contract_parameters(signature: str) -> str:
+    return parameters(ast.parse(f"def {signature}: pass").body[0].args)
+
+
+def signatures_in(source: str) -> dict[str, str]:
+    """Each top-level function's parameters, and each class's __init__ and methods' (self left
+    out) as "Class.method"; the last definition of a name wins, as when the module runs."""
+    found = {}
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.FunctionDef):
+            found[node.name] = parameters(node.args)
+        elif isinstance(node, ast.ClassDef):
+            for method in (n for n in node.body if isinstance(n, ast.FunctionDef)):
+                name = node.name if method.name == "__init__" else f"{node.name}.{method.name}"
+                found[name] = parameters(method.args, method=True)
+    return found
+
+
+def contract_signatures(part: Part) -> dict[str, str]:
+    wanted = {part.name: contract_parameters(part.signature)}
+    for method in part.methods:
+        wanted[f"{part.name}.{method.partition('(')[0]}"] = contract_parameters(method)
+    return wanted
+
+
+def test_the_pages_are_generated_from_the_contract():
+    assert stale_pages(COURSE) == [], "run: python -m grader.course"
+
+
+def test_every_assignment_has_a_contract(assignment):
+    assert assignment.contract and all(part.contract for part in assignment.contract)
+    assert len(set(assignment.parts)) == len(assignment.parts)
+
+
+@pytest.mark.parametrize("side", ["stub", "reference"])
+def test_each_part_has_the_contract_signature(assignment, side):
+    source = (assignment.module_path.read_text(encoding="utf-8") if side == "stub"
+              else as_submission(module_for(assignment.id)))
+    found = signatures_in(source)
+    for part in assignment.contract:
+        if part.signature is None:
+            continue
+        for name, wanted in contract_signatures(part).items():
+            assert found.get(name) == wanted, f"{side}: {name}({found.get(name)}) is not the contract's {name}({wanted})"
+
+
+def test_each_contract_mistake_is_made_by_a_mutant(assignment):
+    mutants = import_module(f"reference.hidden.a{assignment.id}.mutants")
+    assert set(mutants.CONTRACT_MISTAKES) == set(assignment.mistakes)
+    for mistake, name in mutants.CONTRACT_MISTAKES.items():
+        assert name in mutants.MUTANTS, f"{mistake!r}: no mutant {name!r}"
