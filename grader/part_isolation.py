@@ -24,7 +24,7 @@ from torch import nn
 from grader import hints
 from grader.checks import CheckFailed, expect_close, expect_derivative, is_close
 from grader.sandbox.errors import StudentError, StudentException
-from grader.student import Remote, Student
+from grader.student_protocol import Remote, Student
 
 PIECES_DIFFER = "also wrong (compared with the reference holding the same weights), fix first: {pieces}"
 PIECE_RAISES = "your {piece} raises an exception on these inputs: fix it first ({where})"

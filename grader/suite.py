@@ -78,7 +78,7 @@ from grader.part_isolation import (
 from grader.sandbox.errors import StudentCrashed, StudentError, StudentException, StudentNotFound, StudentTimeout
 from grader.sandbox.session import Backward
 from grader.source_check import SourceCheck, check_function
-from grader.student import Remote, Student
+from grader.student_protocol import Remote, Student
 
 __all__ = [
     # checks

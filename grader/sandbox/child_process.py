@@ -34,6 +34,8 @@ NOTE_CHARS, MAX_NOTES = 500, 50
 
 
 class ChildProcess:
+    """One submission's student process: at most one live child, loaded with the program."""
+
     def __init__(self, zygote: Zygote, program: Program, limits: Limits):
         self._zygote = zygote
         self.program = program
