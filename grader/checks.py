@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from grader.report import Flag
-from grader.sandbox.session import StudentException
+from grader.sandbox.errors import StudentException
 
 Mistakes = Mapping[str, "torch.Tensor | Callable[[], torch.Tensor]"]
 
@@ -181,11 +181,16 @@ def describe_difference(got: torch.Tensor, want: torch.Tensor) -> str:
             f"(got {_value(got64[index])}, expected {_value(want64[index])})")
 
 
+def is_close(got: Any, want: Any, *, atol: float, rtol: float = 0.0) -> bool:
+    """Both are tensors of one shape whose values agree as :func:`expect_close` demands
+    (dtype and device aside): for accepting either of two answers, or choosing a hint."""
+    return (isinstance(got, torch.Tensor) and isinstance(want, torch.Tensor)
+            and tuple(got.shape) == tuple(want.shape) and _close(got, want, atol, rtol))
+
+
 def _matching_mistake(got: torch.Tensor, mistakes: Mistakes, atol: float, rtol: float) -> str | None:
     for hint, candidate in mistakes.items():
-        value = candidate() if callable(candidate) else candidate
-        if (isinstance(value, torch.Tensor) and tuple(value.shape) == tuple(got.shape)
-                and _close(got, value, atol, rtol)):
+        if is_close(got, candidate() if callable(candidate) else candidate, atol=atol, rtol=rtol):
             return hint
     return None
 

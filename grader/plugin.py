@@ -3,7 +3,8 @@
 It registers the ``part(name, points=1)`` marker, provides the ``student`` and ``device``
 fixtures, and classifies each test's result for pytest-json-report's metadata (outcome,
 a message for the student, a hint). pytest's own longrepr is never used: it quotes the
-hidden test's source.
+hidden test's source. It also registers :mod:`grader.suite_fixtures`, the fixtures every
+suite shares.
 """
 
 from __future__ import annotations
@@ -14,16 +15,11 @@ from typing import Any
 import pytest
 import torch
 
-from grader import hints
+from grader import hints, suite_fixtures
 from grader.checks import CheckFailed
 from grader.report import Outcome
-from grader.sandbox.session import (
-    StudentCrashed,
-    StudentException,
-    StudentNotFound,
-    StudentSession,
-    StudentTimeout,
-)
+from grader.sandbox.errors import StudentCrashed, StudentException, StudentNotFound, StudentTimeout
+from grader.sandbox.session import StudentSession
 
 PART_MARKER = "part"
 
@@ -66,6 +62,7 @@ class GradingPlugin:
 
     def pytest_configure(self, config: pytest.Config) -> None:
         config.addinivalue_line("markers", f"{PART_MARKER}(name, points=1): the contract part a test grades")
+        config.pluginmanager.register(suite_fixtures, "grader-suite-fixtures")
 
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         for item in items:

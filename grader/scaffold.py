@@ -170,7 +170,7 @@ CONTRACT_MISTAKES: dict[str, str] = {}
 HIDDEN_TEST = '''\
 import pytest
 
-from grader.checks import expect_close, expect_tensor
+from grader.suite import expect_close, expect_tensor
 from reference.$module import $part
 
 pytestmark = pytest.mark.part("$part")

@@ -8,7 +8,7 @@ from torch import nn
 
 from grader.checks import (CheckFailed, describe_difference, expect_close, expect_computes_with,
                            expect_contract_parameters, expect_derivative, expect_equal, expect_raises, expect_tensor)
-from grader.sandbox.session import StudentException
+from grader.sandbox.errors import StudentException
 
 
 class FakeRemote:

@@ -16,14 +16,9 @@ import torch
 import reference
 from grader.ingest import Cell, Program
 from grader.sandbox import cgroups, isolation, landlock, namespaces, seccomp
+from grader.sandbox.errors import StudentCrashed, StudentException, StudentNotFound, StudentTimeout
 from grader.sandbox.limits import Limits
-from grader.sandbox.session import (
-    StudentCrashed,
-    StudentException,
-    StudentNotFound,
-    StudentSession,
-    StudentTimeout,
-)
+from grader.sandbox.session import StudentSession
 from grader.sandbox.workspace import Workspace
 from grader.sandbox.zygote import SERVER_ENV, Zygote, ZygoteServer
 from tests.conftest import alive, descendants

@@ -8,7 +8,7 @@ from grader import hints
 from grader.checks import CheckFailed
 from grader.plugin import classify
 from grader.report import TestResult as Result
-from grader.sandbox.session import StudentException, StudentTimeout
+from grader.sandbox.errors import StudentException, StudentTimeout
 from grader.scoring import part_hint, score_parts
 
 

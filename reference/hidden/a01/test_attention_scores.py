@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from grader.checks import expect_close, expect_tensor
+from grader.suite import expect_close, expect_tensor
 from reference.attention import attention_scores
 from reference.hidden.a01 import variants
 

@@ -3,8 +3,7 @@ import math
 import pytest
 import torch
 
-from grader.checks import CheckFailed, expect_close, expect_tensor
-from grader.sandbox.session import StudentError
+from grader.suite import CheckFailed, StudentError, expect_close, expect_tensor
 from reference.attention import scaled_dot_product_attention
 from reference.hidden.a01 import variants
 from reference.hidden.a01.conftest import D_K, D_V

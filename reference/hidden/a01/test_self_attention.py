@@ -2,8 +2,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from grader.checks import expect_close, expect_computes_with, expect_contract_parameters, expect_tensor
-from grader.sandbox.session import StudentError
+from grader.suite import (
+    StudentError,
+    expect_close,
+    expect_computes_with,
+    expect_contract_parameters,
+    expect_tensor,
+)
 from reference.attention import SelfAttention
 from reference.hidden.a01 import variants
 from reference.hidden.a01.conftest import D_IN, D_OUT

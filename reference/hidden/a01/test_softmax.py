@@ -6,7 +6,7 @@ one scores 0 here, however right its values."""
 import pytest
 import torch
 
-from grader.checks import CheckFailed, expect_close, expect_tensor
+from grader.suite import CheckFailed, expect_close, expect_tensor
 from reference.attention import softmax
 from reference.hidden.a01 import variants
 

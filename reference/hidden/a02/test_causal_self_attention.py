@@ -1,7 +1,15 @@
 import pytest
 import torch
 
-from grader.checks import CheckFailed, expect_close, expect_computes_with, expect_contract_parameters, expect_raises, expect_tensor
+from grader.suite import (
+    CheckFailed,
+    expect_close,
+    expect_computes_with,
+    expect_contract_parameters,
+    expect_raises,
+    expect_tensor,
+    is_close,
+)
 from reference.hidden.a02 import variants
 from reference.hidden.a02.conftest import CONTEXT, D_IN, D_OUT
 from reference.masks import CausalSelfAttention
@@ -15,12 +23,6 @@ ATOL, RTOL = 1e-5, 1e-4
 
 def _params(module):
     return {name: p.detach() for name, p in module.named_parameters()}
-
-
-def close(got, want: torch.Tensor) -> bool:
-    """The test of ``expect_close`` at this part's tolerance, as a bool."""
-    return (isinstance(got, torch.Tensor) and got.shape == want.shape
-            and torch.allclose(got.detach().double().cpu(), want.double().cpu(), atol=ATOL, rtol=RTOL, equal_nan=True))
 
 
 def expect_csa(what, got, reference, x):
@@ -63,7 +65,8 @@ def test_csa_mask_is_a_registered_buffer(student, reference_csa, make_input):
     after = module(x)
     if isinstance(before, torch.Tensor) and isinstance(after, torch.Tensor) and before.shape == after.shape \
             and torch.equal(before, after):
-        unmasked = close(before, variants.causal_self_attention(_params(reference_csa), x, mask_mode="ignored"))
+        unmasked = is_close(before, variants.causal_self_attention(_params(reference_csa), x, mask_mode="ignored"),
+                            atol=ATOL, rtol=RTOL)
         raise CheckFailed("CausalSelfAttention loaded with its mask transposed: the output stays the same",
                           variants.NO_CAUSAL_MASK if unmasked else variants.MASK_BUFFER_UNUSED)
 

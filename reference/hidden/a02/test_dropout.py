@@ -8,7 +8,7 @@ from contextlib import contextmanager
 import pytest
 import torch
 
-from grader.checks import CheckFailed, expect_close, expect_equal, expect_raises, expect_tensor
+from grader.suite import CheckFailed, expect_close, expect_equal, expect_raises, expect_tensor
 from reference.hidden.a02 import variants
 
 pytestmark = pytest.mark.part("dropout")

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from grader.checks import expect_equal, expect_tensor
+from grader.suite import expect_equal, expect_tensor
 from reference.hidden.a02 import variants
 from reference.masks import padding_mask
 

@@ -1,6 +1,6 @@
 import pytest
 
-from grader.checks import expect_close, expect_tensor
+from grader.suite import expect_close, expect_tensor
 from reference.hidden.a03 import variants
 from reference.multihead import combine_heads, split_heads
 

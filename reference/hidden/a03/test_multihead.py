@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from grader.checks import expect_close, expect_computes_with, expect_contract_parameters, expect_raises, expect_tensor
+from grader.suite import expect_close, expect_computes_with, expect_contract_parameters, expect_raises, expect_tensor
 from reference.hidden.a03 import variants
 from reference.hidden.a03.conftest import D_MODEL, NUM_HEADS
 from reference.multihead import MultiHeadAttention

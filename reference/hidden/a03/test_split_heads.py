@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from grader.checks import expect_close, expect_raises, expect_tensor
+from grader.suite import expect_close, expect_raises, expect_tensor
 from reference.hidden.a03 import variants
 from reference.multihead import split_heads
 

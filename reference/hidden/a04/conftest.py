@@ -32,14 +32,6 @@ def step(module, x):
 
 
 @pytest.fixture
-def make_input(device):
-    def make(*shape: int, seed: int, scale: float = 1.0) -> torch.Tensor:
-        generator = torch.Generator().manual_seed(seed)
-        return (scale * torch.randn(*shape, generator=generator)).to(device)
-    return make
-
-
-@pytest.fixture
 def make_tokens(device):
     """Token ids in 1..VOCAB-1, with PAD at the end of some rows when ``pad`` is given."""
     def make(batch: int, length: int, *, seed: int, pad: tuple[int, ...] = ()) -> torch.Tensor:
@@ -63,11 +55,3 @@ def as_float32(value):
     if isinstance(value, torch.Tensor) and value.is_floating_point() and value.dtype != torch.float32:
         return value.float()
     return value
-
-
-def close(got, want: torch.Tensor, atol: float, rtol: float = 0.0) -> bool:
-    """The same test as ``grader.checks.expect_close``, as a bool (for accepting either of
-    two right answers)."""
-    return (isinstance(got, torch.Tensor) and tuple(got.shape) == tuple(want.shape)
-            and bool(torch.allclose(got.detach().double().cpu(), want.detach().double().cpu(),
-                                    atol=atol, rtol=rtol, equal_nan=True)))

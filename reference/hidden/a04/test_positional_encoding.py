@@ -1,10 +1,17 @@
 import pytest
 import torch
 
-from grader.checks import CheckFailed, expect_close, expect_raises, expect_tensor
-from grader.sandbox.session import StudentError, StudentException
+from grader.suite import (
+    CheckFailed,
+    StudentError,
+    StudentException,
+    expect_close,
+    expect_raises,
+    expect_tensor,
+    is_close,
+)
 from reference.hidden.a04 import variants
-from reference.hidden.a04.conftest import D_MODEL, MAX_LEN, TRAINING_HELPER, close
+from reference.hidden.a04.conftest import D_MODEL, MAX_LEN, TRAINING_HELPER
 from reference.positions import sinusoidal_encoding
 
 pytestmark = pytest.mark.part("PositionalEncoding")
@@ -60,7 +67,7 @@ def _expect_the_buffer_is_added(module, x: torch.Tensor) -> torch.Tensor:
         outputs.append(module(x))
     change = (tables[1] - tables[0]).reshape(MAX_LEN, D_MODEL)[: x.size(1)].to(x.dtype).expand_as(x)
     if not (all(isinstance(output, torch.Tensor) and output.shape == x.shape for output in outputs)
-            and close(outputs[1] - outputs[0], change, atol=2 * ATOL)):
+            and is_close(outputs[1] - outputs[0], change, atol=2 * ATOL)):
         raise CheckFailed("PositionalEncoding loaded with one table as pe, then another: its output did not change "
                           "by the difference of their first T rows", variants.PE_BUFFER_UNUSED)
     return outputs[1]
@@ -70,7 +77,7 @@ def _expect_sum(what, got, x, tables):
     if isinstance(got, torch.Tensor) and got.is_floating_point() and got.dtype != x.dtype:
         expect_tensor(what, got, dtype=x.dtype, hint=variants.PE_DTYPE)
     for table in tables:
-        if close(got, variants.positional_encoding(x, table), atol=ATOL):
+        if is_close(got, variants.positional_encoding(x, table), atol=ATOL):
             return
     table = tables[-1]
     expect_close(what, got, variants.positional_encoding(x, table), atol=ATOL,
@@ -95,7 +102,7 @@ def test_pe_is_a_buffer_not_a_parameter(student, make_input, device):
     x = make_input(2, 5, D_MODEL, seed=46)
     before = _expect_the_buffer_is_added(module, x)
     student.define("training", TRAINING_HELPER).method("step", module, x)
-    if not close(module(x), before, atol=ATOL):
+    if not is_close(module(x), before, atol=ATOL):
         raise CheckFailed("PositionalEncoding after one training step: its output changed, so pe was trained",
                           variants.PE_PARAMETER)
 
@@ -115,14 +122,14 @@ def test_pe_holds_the_sinusoidal_table(student, device):
     if got is None:
         raise CheckFailed(f"PositionalEncoding({D_MODEL}, max_len={MAX_LEN})(zeros (1, {MAX_LEN}, {D_MODEL})): "
                           f"expected a float tensor of that shape, x + pe", variants.PE_NOT_REGISTERED)
-    if close(got, want, atol=ATOL):
+    if is_close(got, want, atol=ATOL):
         return
     try:
         own = student.call("sinusoidal_encoding", MAX_LEN, D_MODEL)
     except StudentError:
         own = None
     if (isinstance(own, torch.Tensor) and own.is_floating_point() and own.numel() == got.numel()
-            and close(got, own.float().reshape(got.shape).to(device), atol=ATOL)):
+            and is_close(got, own.float().reshape(got.shape).to(device), atol=ATOL)):
         return  # the table is your sinusoidal_encoding's: its mistakes cost points there only
     mistakes = dict(variants.encoding_mistakes(MAX_LEN, D_MODEL))
     mistakes[variants.PE_TABLE_DIFFERS] = lambda: got  # anything else: say where the table comes from
@@ -175,12 +182,12 @@ def test_pe_dropout_in_training_mode(student, make_input, device):
     base = variants.positional_encoding(x, _tables(student, device)[-1])  # x + pe[:T], no dropout
     kept = got != 0
     dropped = 1.0 - kept.float().mean().item()
-    if 0.4 <= dropped <= 0.6 and close(got[kept], 2 * base[kept], atol=2 * ATOL):
+    if 0.4 <= dropped <= 0.6 and is_close(got[kept], 2 * base[kept], atol=2 * ATOL):
         return
     hint = None
-    if close(got, base, atol=ATOL):
+    if is_close(got, base, atol=ATOL):
         hint = variants.DROPOUT_MISSING
-    elif 0.4 <= dropped <= 0.6 and close(got[kept], base[kept], atol=ATOL):
+    elif 0.4 <= dropped <= 0.6 and is_close(got[kept], base[kept], atol=ATOL):
         hint = variants.DROPOUT_UNSCALED
     elif 0.4 <= ((got - x).abs() < ATOL).float().mean().item() <= 0.6:
         hint = variants.DROPOUT_ON_PE_ONLY

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from grader.checks import expect_close, expect_raises, expect_tensor
+from grader.suite import expect_close, expect_raises, expect_tensor
 from reference.hidden.a04 import variants
 from reference.hidden.a04.conftest import D_MODEL, MAX_LEN, as_float32
 from reference.positions import sinusoidal_encoding

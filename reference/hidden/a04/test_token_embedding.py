@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from grader.checks import expect_close, expect_computes_with, expect_contract_parameters, expect_tensor
+from grader.suite import expect_close, expect_computes_with, expect_contract_parameters, expect_tensor
 from reference.hidden.a04 import variants
 from reference.hidden.a04.conftest import D_MODEL, PAD, VOCAB
 from reference.positions import TokenEmbedding

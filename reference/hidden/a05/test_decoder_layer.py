@@ -1,21 +1,18 @@
 import pytest
 import torch
 
-from grader.checks import expect_computes_with, expect_contract_parameters, expect_tensor
-from reference.hidden.a05 import variants
-from reference.hidden.a05.conftest import (
-    SHAPE_HINT,
-    D_FF,
-    D_MODEL,
+from grader.suite import (
     GRAPH_CUT,
-    NUM_HEADS,
-    attention_pieces,
-    decoder_modules,
     diagnosing,
+    expect_computes_with,
+    expect_contract_parameters,
     expect_gradients,
+    expect_tensor,
     expect_wiring,
-    ffn_piece,
 )
+from reference.hidden.a05 import variants
+from reference.hidden.a05.conftest import (D_FF, D_MODEL, NUM_HEADS, SHAPE_HINT, attention_pieces, decoder_modules,
+                                           ffn_piece)
 from reference.layers import DecoderLayer
 
 pytestmark = pytest.mark.part("DecoderLayer")
@@ -37,7 +34,8 @@ def _expect_layer(what, layer, reference, x, memory, tgt_mask=None, memory_mask=
         got = layer(x, memory, tgt_mask, memory_mask)
         expect_wiring(what, got, reference(x, memory, tgt_mask, memory_mask),
                       lambda: variants.decoder_layer(x, memory, tgt_mask, memory_mask, **modules), atol=ATOL, rtol=RTOL,
-                      mistakes=variants.decoder_mistakes(x, memory, tgt_mask, memory_mask, modules), pieces=pieces)
+                      mistakes=variants.decoder_mistakes(x, memory, tgt_mask, memory_mask, modules), pieces=pieces,
+                      unusable_hint=variants.PIECES_UNUSABLE)
 
 
 def test_decoder_layer_has_the_contract_parameters(student, reference_decoder_layer, make_input):

@@ -1,21 +1,18 @@
 import pytest
 import torch
 
-from grader.checks import expect_computes_with, expect_contract_parameters, expect_tensor
-from reference.hidden.a05 import variants
-from reference.hidden.a05.conftest import (
-    SHAPE_HINT,
-    D_FF,
-    D_MODEL,
+from grader.suite import (
     GRAPH_CUT,
-    NUM_HEADS,
-    attention_pieces,
     diagnosing,
-    encoder_modules,
+    expect_computes_with,
+    expect_contract_parameters,
     expect_gradients,
+    expect_tensor,
     expect_wiring,
-    ffn_piece,
 )
+from reference.hidden.a05 import variants
+from reference.hidden.a05.conftest import (D_FF, D_MODEL, NUM_HEADS, SHAPE_HINT, attention_pieces, encoder_modules,
+                                           ffn_piece)
 from reference.layers import EncoderLayer
 
 pytestmark = pytest.mark.part("EncoderLayer")
@@ -34,7 +31,8 @@ def _expect_layer(what, layer, reference, x, mask=None):
     with diagnosing(pieces):
         got = layer(x) if mask is None else layer(x, mask)
         expect_wiring(what, got, reference(x, mask), lambda: variants.encoder_layer(x, mask, **modules),
-                      atol=ATOL, rtol=RTOL, mistakes=variants.encoder_mistakes(x, mask, modules), pieces=pieces)
+                      atol=ATOL, rtol=RTOL, mistakes=variants.encoder_mistakes(x, mask, modules), pieces=pieces,
+                      unusable_hint=variants.PIECES_UNUSABLE)
 
 
 def test_encoder_layer_has_the_contract_parameters(student, reference_encoder_layer, make_input):

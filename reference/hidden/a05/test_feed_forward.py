@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from grader.checks import expect_close, expect_computes_with, expect_contract_parameters, expect_tensor
+from grader.suite import expect_close, expect_computes_with, expect_contract_parameters, expect_tensor
 from reference.hidden.a05 import variants
 from reference.hidden.a05.conftest import D_FF, D_MODEL, SHAPE_HINT
 from reference.layers import FeedForward

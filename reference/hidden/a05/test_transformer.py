@@ -1,22 +1,28 @@
 import pytest
 import torch
 
-from grader.checks import CheckFailed, expect_computes_with, expect_contract_parameters, expect_tensor
-from grader.sandbox.session import StudentError, StudentException
+from grader.suite import (
+    CheckFailed,
+    StudentError,
+    StudentException,
+    diagnosing,
+    expect_computes_with,
+    expect_contract_parameters,
+    expect_gradients,
+    expect_tensor,
+    expect_wiring,
+)
 from reference.hidden.a05 import variants
 from reference.hidden.a05.conftest import (
-    SHAPE_HINT,
     D_MODEL,
     PAD,
+    SHAPE_HINT,
     SRC_VOCAB,
     TGT_VOCAB,
     TRANSFORMER_ARGS,
-    diagnosing,
-    expect_gradients,
-    expect_wiring,
     masks,
-    transformer_pieces,
     transformer_modules,
+    transformer_pieces,
 )
 from reference.layers import Transformer
 
@@ -67,7 +73,8 @@ def _expect_forward(what, model, reference, src, tgt_in):
         expect_tensor(what, got, shape=(batch, length, TGT_VOCAB), hint=variants.NO_GENERATOR if wrong_width else None)
         expect_wiring(what, got, reference(src, tgt_in), lambda: variants.transformer(src, tgt_in, PAD, modules),
                       atol=ATOL, rtol=RTOL, mistakes=variants.transformer_mistakes(src, tgt_in, PAD, modules),
-                      pieces=pieces, mask=(tgt_in != PAD)[..., None], fallback_hint=variants.WIRING)
+                      pieces=pieces, unusable_hint=variants.PIECES_UNUSABLE, mask=(tgt_in != PAD)[..., None],
+                      fallback_hint=variants.WIRING)
 
 
 def test_transformer_has_the_contract_parameters(student, reference_transformer, make_tokens):
@@ -109,6 +116,7 @@ def test_transformer_encode(student_transformer, reference_transformer, make_tok
         expect_tensor("Transformer.encode(src: (2, 7), src_mask)", got, shape=(2, 7, D_MODEL))
         expect_wiring("Transformer.encode(src, src_mask)", got, reference_transformer.encode(src, src_mask),
                       lambda: variants.encode(src, src_mask, modules), atol=ATOL, rtol=RTOL, pieces=pieces,
+                      unusable_hint=variants.PIECES_UNUSABLE,
                       mistakes={
                           variants.NO_POSITIONS_SRC: lambda: variants.encode(src, src_mask, modules, positions=False),
                           variants.NO_ENCODER_MASK: lambda: variants.encode(src, None, modules)},
@@ -132,7 +140,7 @@ def test_transformer_decode(student_transformer, reference_transformer, make_tok
         expect_wiring("Transformer.decode(tgt_in, memory, tgt_mask, memory_mask) at the real target positions", got,
                       reference_transformer.decode(tgt_in, memory, tgt_mask, src_mask),
                       lambda: variants.decode(tgt_in, memory, tgt_mask, src_mask, modules), atol=ATOL, rtol=RTOL,
-                      pieces=pieces, mask=(tgt_in != PAD)[..., None],
+                      pieces=pieces, unusable_hint=variants.PIECES_UNUSABLE, mask=(tgt_in != PAD)[..., None],
                       mistakes={variants.NO_POSITIONS_TGT:
                                 lambda: variants.decode(tgt_in, memory, tgt_mask, src_mask, modules, positions=False)},
                       fallback_hint="decode is: y = pos_encoding(tgt_embed(tgt_in)); then "

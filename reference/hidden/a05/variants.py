@@ -16,6 +16,8 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
+# The notes that part isolation adds to these hints (tests/test_grade_05.py names them).
+from grader.suite import PIECE_RAISES, describe_piece as piece  # noqa: F401
 from reference.masks import causal_mask, padding_mask
 
 # ---- FeedForward ---------------------------------------------------------------------
@@ -37,10 +39,8 @@ CROSS_OVER_OWN_STATES = ("cross-attention over the decoder's own states: queries
 CROSS_USES_SELF_ATTN = "cross-attention uses self_attn: call the second attention module, cross_attn"
 NO_CROSS_ATTENTION = "the decoder never attends to memory: add the cross-attention sublayer after self-attention"
 
-PIECES_DIFFER = "also wrong (compared with the reference holding the same weights), fix first: {pieces}"
 PIECES_UNUSABLE = ("your modules cannot be combined as the contract says ({error}): each MultiHeadAttention, "
                    "FeedForward and layer must return one tensor of the contract's shape")
-PIECE_RAISES = "your {piece} raises an exception on these inputs: fix it first ({where})"
 
 # ---- Transformer ---------------------------------------------------------------------------
 NO_CAUSAL_MASK = ("no causal mask: tgt_mask = padding_mask(tgt_in, pad_idx) & causal_mask(T), so position t "
@@ -57,12 +57,6 @@ DECODE_RETURNS_LOGITS = "decode must return the decoder states (B, T, d_model); 
 WIRING = ("forward combines your modules differently from the contract: src_embed -> pos_encoding -> "
           "encoder_layers (src padding mask) gives memory; tgt_embed -> pos_encoding -> decoder_layers "
           "(tgt padding & causal mask, memory_mask = src padding mask) -> generator")
-
-
-
-def piece(name: str, attrs: list[str], where: str) -> str:
-    """How PIECES_DIFFER names one piece: 'your MultiHeadAttention (self_attn; assignment 03)'."""
-    return f"your {name} ({'; '.join([', '.join(attrs)] * bool(attrs) + [where])})"
 
 
 Attention = Callable[..., torch.Tensor]  # (query, key, value, mask) -> (B, T_q, d_model)

@@ -17,9 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader import hints
-from grader.checks import CheckFailed, describe_difference, expect_close
-from grader.sandbox.session import StudentError, StudentException
+from grader.suite import CheckFailed, Student, StudentError, describe_difference, expect_close
 from reference.hidden.a06 import stock, variants
 
 PAD, BOS, EOS = 0, 1, 2
@@ -61,19 +59,6 @@ def make_pair(remote_stock, device):
     return make
 
 
-def call_part(student, name: str, *args, **kwargs):
-    """``student.call``, but a NotImplementedError raised by another, unfinished part that
-    ``name`` calls is reported as such, not as ``name`` itself being unimplemented."""
-    try:
-        return student.call(name, *args, **kwargs)
-    except StudentException as exc:
-        if exc.type_name != "NotImplementedError" or exc.message.startswith(name):
-            raise
-        callee = exc.message.split(":")[0]
-        raise CheckFailed(f"{name} calls {callee}, which is not implemented yet ({exc.message})",
-                          hints.NOT_IMPLEMENTED) from None
-
-
 def as_loss(what: str, value) -> float:
     """The student's returned loss as a float; a one-element tensor is accepted here (the
     train_step part checks the type on its own)."""
@@ -104,7 +89,7 @@ def expect_parameters(what: str, got: dict, want: dict, *, atol: float, rtol: fl
                           f"(tolerance atol={atol:g}, rtol={rtol:g})", failure.hint) from None
 
 
-def student_pieces(student, device) -> tuple[dict, list[str]]:
+def student_pieces(student: Student, device: torch.device) -> tuple[dict, list[str]]:
     """What the student's own teacher_forcing_split and translation_loss do.
 
     Returns ``(changes, wrong)``: ``changes`` are ``variants.train_steps`` keyword arguments

@@ -19,9 +19,9 @@ import math
 import pytest
 import torch
 
-from grader.checks import CheckFailed
+from grader.suite import CheckFailed, call_part
 from reference.hidden.a06 import stock, variants
-from reference.hidden.a06.conftest import PAD, call_part, expect_parameters
+from reference.hidden.a06.conftest import PAD, expect_parameters
 
 pytestmark = pytest.mark.part("end_to_end")
 

@@ -16,7 +16,7 @@ from functools import cache
 import pytest
 import torch
 
-from grader.checks import CheckFailed, expect_equal, expect_raises, expect_tensor
+from grader.suite import CheckFailed, expect_equal, expect_raises, expect_tensor
 from reference.hidden.a06 import stock, variants
 from reference.hidden.a06.conftest import BOS, EOS, PAD, VOCAB, reverse_batch
 from reference.training import greedy_decode, train_step

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from grader.checks import CheckFailed, expect_equal, expect_raises, expect_tensor
+from grader.suite import CheckFailed, expect_equal, expect_raises, expect_tensor
 from reference.hidden.a06 import variants
 from reference.training import teacher_forcing_split
 

@@ -18,9 +18,9 @@ from functools import cache, partial
 import pytest
 import torch
 
-from grader.checks import CheckFailed, expect_close
+from grader.suite import CheckFailed, call_part, expect_close
 from reference.hidden.a06 import stock, variants
-from reference.hidden.a06.conftest import PAD, as_loss, call_part, expect_parameters, student_pieces
+from reference.hidden.a06.conftest import PAD, as_loss, expect_parameters, student_pieces
 from reference.training import train_step
 
 pytestmark = pytest.mark.part("train_step")

@@ -1,8 +1,14 @@
 import pytest
 import torch
 
-from grader.checks import CheckFailed, expect_close, expect_derivative, expect_raises, expect_tensor
-from grader.sandbox.session import StudentException
+from grader.suite import (
+    CheckFailed,
+    StudentException,
+    expect_close,
+    expect_derivative,
+    expect_raises,
+    expect_tensor,
+)
 from reference.hidden.a06 import variants
 from reference.hidden.a06.conftest import PAD, VOCAB
 from reference.training import translation_loss

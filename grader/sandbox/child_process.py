@@ -1,0 +1,296 @@
+"""The student's process as the trusted side keeps it: one live child at a time.
+
+A :class:`ChildProcess` sends a fresh child the program and follows it cell by cell under a
+wall-clock limit per cell and for the whole load; a cell that raises is noted, a cell that
+hangs or kills the process is noted and skipped in every later child. After a request that
+times out or crashes the child, the next request starts a fresh one. Every wait on the
+child has a deadline, whatever the child says, and all of a submission's waits together are
+bounded by ``Limits.student_time_s``. What the children print, and notes on what happened
+to them, are kept here within bounds.
+
+What a request asks for, and what a suite may ask, is :mod:`grader.sandbox.session`'s.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from typing import Any
+
+import torch
+
+from grader.ingest import Program
+from grader.sandbox import protocol
+from grader.sandbox.errors import StudentCrashed, StudentTimeout, reported_type_name
+from grader.sandbox.limits import Limits, format_bytes
+from grader.sandbox.protocol import Deadline, PeerClosed, ProtocolError, Status
+from grader.sandbox.zygote import Child, Zygote, ZygoteGone
+from grader.sanitize import clean
+
+ZYGOTE_KILLED = ("your code killed the grader's process that starts it, so no further tests could run "
+                 "(do not signal other processes)")
+NOTE_CHARS, MAX_NOTES = 500, 50
+
+
+class ChildProcess:
+    """One submission's student process: at most one live child, loaded with the program."""
+
+    def __init__(self, zygote: Zygote, program: Program, limits: Limits):
+        self._zygote = zygote
+        self.program = program
+        self.limits = limits
+        self._child: Child | None = None
+        self._skip: set[int] = set()
+        self._notes: list[str] = []
+        self._notes_dropped = 0
+        for note in program.notes:
+            self._note(note)
+        self._time_left = limits.student_time_s  # shrinks with every wait on the child
+        self._output = bytearray()
+        self._output_truncated = False
+        self._load_failed: str | None = None
+        self._printed_through = -1  # highest cell index whose output is already collected
+        self.generation = 0  # counts children; objects are only valid in the one that made them
+
+    def start(self) -> None:
+        """Have a live child: load the program into a fresh one when there is none (before
+        the first request, and after one that timed out or crashed the child)."""
+        self._live_child()
+
+    def exchange(self, header: dict, tensors: dict[str, torch.Tensor], label: str) -> tuple[dict, Any]:
+        """Send one request to the live child and wait for its reply, within the call's time
+        limit and what is left of the submission's. Returns the reply and, when its status is
+        OK, its decoded value. A child that runs past the deadline, hangs up or sends no valid
+        reply is retired: :class:`StudentTimeout` or :class:`StudentCrashed`."""
+        child = self._live_child()
+        deadline, budget_bound = self._deadline(self.limits.call_timeout_s)
+        started = time.monotonic()
+        try:
+            protocol.send(child.sock, header, tensors, deadline)
+            reply, reply_tensors = protocol.recv(child.sock, deadline)
+            value = protocol.decode(reply.get("value"), reply_tensors) if reply.get("status") == Status.OK else None
+            return reply, value
+        except Deadline:
+            self._retire()
+            raise StudentTimeout(self._time_limit_message(label, budget_bound)) from None
+        except (PeerClosed, BrokenPipeError, ConnectionResetError):
+            why = self._retire(hung_up=True)
+            raise StudentCrashed(f"{label}: your code ended the process ({why})") from None
+        except ProtocolError as exc:
+            self._retire()
+            raise StudentCrashed(f"{label}: invalid reply from the student process ({exc})") from None
+        finally:
+            self._time_left -= time.monotonic() - started
+
+    @property
+    def notes(self) -> list[str]:
+        """What happened while loading (bounded in number and length)."""
+        more = [f"... and {self._notes_dropped} more notes"] if self._notes_dropped else []
+        return self._notes + more
+
+    def output(self) -> str:
+        """What the student's code printed, bounded by ``limits.output_bytes``."""
+        text = clean(self._output.decode("utf-8", "replace"))
+        if self._output_truncated:
+            text += f"\n[output truncated after {format_bytes(self.limits.output_bytes)}]"
+        return text
+
+    def close(self) -> None:
+        self._retire()
+
+    # ---- deadlines and the time budget ---------------------------------------------------------
+
+    def _deadline(self, timeout_s: float) -> tuple[float, bool]:
+        """When a wait of at most ``timeout_s`` must end, and whether the submission's total
+        time (``limits.student_time_s``) is what bounds it."""
+        if self._time_left <= 0:
+            raise StudentTimeout(f"{self._time_used_up()}, so this test was not run")
+        return time.monotonic() + min(timeout_s, self._time_left), self._time_left < timeout_s
+
+    def _time_used_up(self) -> str:
+        return f"your submission used up its total time limit of {self.limits.student_time_s:g} s"
+
+    def _time_limit_message(self, label: str, budget_bound: bool) -> str:
+        if budget_bound:
+            return f"{label}: {self._time_used_up()}"
+        return f"{label}: time limit of {self.limits.call_timeout_s:g} s exceeded"
+
+    # ---- loading the program into a fresh child ------------------------------------------------
+
+    def _live_child(self) -> Child:
+        if self._load_failed:
+            raise StudentCrashed(self._load_failed)
+        if self._child is None:
+            try:
+                self._child = self._load()
+            except ZygoteGone:
+                self._load_failed = ZYGOTE_KILLED
+                self._note(ZYGOTE_KILLED)
+                raise StudentCrashed(ZYGOTE_KILLED) from None
+            self.generation += 1
+        return self._child
+
+    def _load(self) -> Child:
+        """Start a child and run the program; skip cells that hung or killed an earlier child."""
+        while True:
+            self._deadline(0)  # raises once the submission's time is used up
+            child = self._zygote.spawn()
+            child.output_from = -1
+            loading = _Loading(self, child)
+            try:
+                protocol.send(child.sock, {"program": self.program.to_dict(), "skip": sorted(self._skip)},
+                              deadline=loading.started + self.limits.cell_timeout_s)
+                loading.follow()
+                self._printed_through = len(self.program.cells)
+                return child
+            except Deadline:
+                self._retire(child)
+                why = loading.why_late()
+            except (PeerClosed, BrokenPipeError, ConnectionResetError):
+                why = f"ended the process ({self._retire(child, hung_up=True)})"
+            except ProtocolError as exc:
+                self._retire(child)
+                why = f"sent an invalid message ({exc})"
+            finally:
+                self._time_left -= time.monotonic() - loading.started
+            if loading.bound == "budget":
+                self._note(f"loading your code stopped: it {why}")
+                raise StudentTimeout(f"{self._time_used_up()} while loading")
+            if loading.running is None:
+                self._load_failed = f"your submission could not be loaded: the student process {why}"
+                self._note(self._load_failed)
+                raise StudentCrashed(self._load_failed)
+            if loading.bound == "load":
+                self._skip.update(range(loading.running, len(self.program.cells)))
+                self._note(f"{self._where(loading.running)} and the cells after it were not run: {why}")
+            else:
+                self._skip.add(loading.running)
+                self._note(f"{self._where(loading.running)} {why}; it was skipped")
+
+    def _where(self, index: int) -> str:
+        label = self.program.cells[index].label
+        return label if self.program.kind == "notebook" else f"your module ({label})"
+
+    def _note(self, note: str) -> None:
+        note = clean(note, NOTE_CHARS)
+        if note in self._notes:
+            return
+        if len(self._notes) < MAX_NOTES:
+            self._notes.append(note)
+        else:
+            self._notes_dropped += 1
+
+    # ---- retiring a child ----------------------------------------------------------------------
+
+    def _retire(self, child: Child | None = None, hung_up: bool = False) -> str:
+        """Kill the child (default: the current one), keep its output; say how it ended.
+
+        ``hung_up``: the child closed the connection, so it is ending on its own; its
+        status is read before the kill, which would otherwise be all it reports.
+        """
+        child = child or self._child
+        if child is None:
+            return "no process"
+        if child is self._child:
+            self._child = None
+        if child.sock.fileno() == -1:
+            child.close_output()
+            return "it had already ended"
+        try:
+            status = self._zygote.exit_status(child.pid) if hung_up else None
+            child.kill()  # the whole group, whatever the child left running
+            if status is None:
+                status = self._zygote.exit_status(child.pid)
+        except ZygoteGone:
+            child.kill()
+            self._collect_output(child)
+            return "it killed the grader's process that starts it"
+        self._collect_output(child)
+        return describe_exit(status, self.limits)
+
+    def _collect_output(self, child: Child) -> None:
+        room = max(self.limits.output_bytes - len(self._output), 0)
+        try:
+            if child.output_from >= 0:
+                data = os.pread(child.output, room + 1, child.output_from)
+                self._output += data[:room]
+                self._output_truncated |= len(data) > room
+        except OSError:
+            pass  # nothing to add: the report says what the child printed before
+        finally:
+            child.close_output()
+
+
+class _Loading:
+    """Following one child through the program's cells, with a deadline on every event."""
+
+    def __init__(self, process: ChildProcess, child: Child):
+        self.process, self.child = process, child
+        self.started = time.monotonic()
+        self.running: int | None = None  # the cell that has started and not yet ended
+        self.bound = "cell"  # which limit the current wait ends at: "cell", "load" or "budget"
+        self._last_started = -1
+
+    def follow(self) -> None:
+        """Read the child's events until it is ready; raises Deadline, PeerClosed or ProtocolError."""
+        limits = self.process.limits
+        ends = {"load": self.started + limits.load_timeout_s, "budget": self.started + self.process._time_left}
+        while True:
+            bounds = {"cell": time.monotonic() + limits.cell_timeout_s, **ends}
+            self.bound = min(bounds, key=bounds.__getitem__)  # on a tie, the cell's own limit
+            event, _ = protocol.recv(self.child.sock, bounds[self.bound])
+            if self._record(event):
+                return
+
+    def _record(self, event: dict) -> bool:
+        """Take one event in; True once the child is ready."""
+        process = self.process
+        kind, index, offset = event.get("event"), event.get("index"), event.get("offset")
+        if self.child.output_from < 0 and type(offset) is int and offset >= 0:
+            # Output of cells an earlier child already ran is in the report.
+            if kind == "ready" or (type(index) is int and index > process._printed_through):
+                self.child.output_from = offset
+        if kind == "ready" and self.running is None:
+            return True
+        if type(index) is not int or not 0 <= index < len(process.program.cells):
+            raise ProtocolError(f"unexpected event {clean(str(event), 80)}")
+        if kind == "cell_start" and self.running is None and index > self._last_started and index not in process._skip:
+            self.running = self._last_started = index
+            process._printed_through = max(process._printed_through, index)
+        elif kind == "cell_error" and index == self.running:
+            message = clean(str(event.get("message")), 300)
+            if event.get("memory") is True:
+                message = f"{process.limits.describe_memory()} ({message})"
+            process._note(f"{process._where(index)} raised {reported_type_name(event.get('type'))}: {message}")
+            self.running = None
+        elif kind == "cell_done" and index == self.running:
+            self.running = None
+        else:
+            raise ProtocolError(f"unexpected event {clean(str(event), 80)}")
+        return False
+
+    def why_late(self) -> str:
+        limits = self.process.limits
+        return {
+            "cell": f"ran past the time limit of {limits.cell_timeout_s:g} s",
+            "load": f"loading your code took longer than {limits.load_timeout_s:g} s in total",
+            "budget": f"ran past the total time limit of {limits.student_time_s:g} s for your submission",
+        }[self.bound]
+
+
+def describe_exit(status: int | None, limits: Limits) -> str:
+    """Words for a child's wait status, as the student should read them."""
+    if status is None:
+        return "it stopped responding"
+    if os.WIFEXITED(status):
+        return f"exit code {os.WEXITSTATUS(status)}: sys.exit or os._exit"
+    signum = os.WTERMSIG(status)
+    reasons = {
+        signal.SIGKILL: "killed",
+        signal.SIGXCPU: f"CPU time limit of {limits.cpu_seconds} s exceeded",
+        signal.SIGXFSZ: f"file size limit of {format_bytes(limits.file_bytes)} exceeded",
+        signal.SIGSEGV: "segmentation fault, often memory exhausted",
+        signal.SIGABRT: "aborted, often memory exhausted",
+    }
+    return reasons.get(signum, f"killed by {signal.Signals(signum).name}")

@@ -1,0 +1,96 @@
+"""The one module hidden suites import from: a suite author's reference.
+
+A hidden suite (``reference/hidden/aNN/``) is a pytest suite that grades a submission it
+never imports: the student's code runs in a sandboxed process, and a test reaches it only
+through the ``student`` fixture. A suite imports torch, pytest, the reference, its own
+modules (conftest, variants) and this module; nothing else of the grader.
+
+Fixtures, served to every suite by the grader's pytest plugin (never imported):
+
+- ``student`` (:class:`Student`): ``student.call("split_heads", x, 4)``;
+  ``mha = student.new("MultiHeadAttention", 24, 3)`` then ``mha(q, k, v)``, ``mha.attr("W_q")``,
+  ``mha.method("eval")``, ``mha.inspect()``; ``student.new_like(reference, "MultiHeadAttention",
+  24, 3)`` holds the reference's parameters; ``student.backward(...)`` and ``obj.backward(...)``
+  return the gradients (:class:`Backward`); ``student.define(name, source)`` runs grader-provided
+  helper code in the student's process; ``student.watching(ops)`` records which torch functions
+  run; ``student.program`` is the source, for :func:`check_function`.
+- ``device``: the device the suite runs on; put inputs and reference modules there.
+- ``make_input(*shape, seed=n, scale=..., dtype=torch.float32)``: a seeded normal tensor on
+  ``device``; ``scale`` defaults to the ``input_scale`` fixture (1.0), which a suite's
+  conftest may override when its values need larger inputs.
+
+Errors: every call into the student's code may raise a :class:`StudentError`:
+:class:`StudentException` (their code raised; ``type_name``, ``message``, ``traceback``),
+:class:`StudentNotFound`, :class:`StudentTimeout` or :class:`StudentCrashed`. Let them
+propagate: the grader turns each into the student's verdict and hint. Catch one only to say
+more (then raise :class:`CheckFailed`), never to pass a test.
+
+Checks: each raises :class:`CheckFailed` (message for the student, optional hint) on failure.
+
+- :func:`expect_tensor` ``(what, got, shape=, dtype=, device=, hint=)``: a tensor of that kind.
+- :func:`expect_close` ``(what, got, want, atol=, rtol=, mistakes={hint: tensor or callable})``:
+  values within tolerance; else shape, dtype, the largest error, and as the hint the first
+  mistake whose value ``got`` matches. :func:`expect_equal`: the same, exactly.
+  :func:`is_close` is its test as a bool; :func:`describe_difference` its wording.
+- :func:`expect_raises` ``(ValueError, what, lambda: ...)``: the student's code raises that type.
+- :func:`expect_contract_parameters`: the module's parameter names and shapes are the
+  reference's; follow it with :func:`expect_computes_with`, which shows the module computes
+  with them (the names are only the student process's word).
+- :func:`expect_derivative`: a gradient the student's code reports is the derivative of the
+  loss the same code computes.
+
+Part isolation (:mod:`grader.part_isolation`): a part built on pieces graded elsewhere is
+graded on its own work. :func:`expect_wiring` passes an output that matches the reference
+or the contract's wiring of the student's own pieces, and names the mistake otherwise, with
+a note on each :class:`Piece` that is wrong by itself ("fix it first"); :func:`diagnosing`
+says which piece raises when the part does; :func:`expect_gradients` checks that gradients
+reach every submodule and input; :func:`call_part` calls a part and names an unfinished part
+it calls. :func:`describe_piece`, ``PIECE_RAISES`` and ``PIECES_DIFFER`` word those notes;
+``GRAPH_CUT`` is the hint when a gradient does not arrive.
+
+Source rules: :func:`check_function` reads which names a function of the submission can
+reach, in the trusted process (:class:`SourceCheck`).
+"""
+
+from grader.checks import (
+    CheckFailed,
+    describe_difference,
+    expect_close,
+    expect_computes_with,
+    expect_contract_parameters,
+    expect_derivative,
+    expect_equal,
+    expect_raises,
+    expect_tensor,
+    is_close,
+)
+from grader.part_isolation import (
+    GRAPH_CUT,
+    PIECE_RAISES,
+    PIECES_DIFFER,
+    Piece,
+    call_part,
+    describe_piece,
+    diagnosing,
+    expect_gradients,
+    expect_wiring,
+)
+from grader.sandbox.errors import StudentCrashed, StudentError, StudentException, StudentNotFound, StudentTimeout
+from grader.sandbox.session import Backward
+from grader.source_check import SourceCheck, check_function
+from grader.student_protocol import Remote, Student
+
+__all__ = [
+    # checks
+    "CheckFailed", "describe_difference", "expect_close", "expect_computes_with", "expect_contract_parameters",
+    "expect_derivative", "expect_equal", "expect_raises", "expect_tensor", "is_close",
+    # errors from the student's side
+    "StudentCrashed", "StudentError", "StudentException", "StudentNotFound", "StudentTimeout",
+    # what a test calls
+    "Backward", "Remote", "Student",
+    # part isolation
+    "GRAPH_CUT", "PIECE_RAISES", "PIECES_DIFFER", "Piece", "call_part", "describe_piece", "diagnosing",
+    "expect_gradients", "expect_wiring",
+    # source rules
+    "SourceCheck", "check_function",
+]
