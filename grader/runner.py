@@ -2,8 +2,9 @@
 
 ``pytest.main`` is not safe to call twice in one process (modules and plugins leak
 between runs), so each run happens in a fork of the warm grader process, which sends its
-results back over a pipe as the JSON of a :class:`~grader.outcome.SuiteResult`. The grader imports the hidden suite and the reference
-once (:func:`preload_suite`), so every fork starts with them. The student's code runs in
+results back over a pipe as the JSON of a :class:`~grader.outcome.SuiteResult`. The grader
+imports the hidden suite and the reference once (:func:`preload_suite`), so every fork
+starts with them. The student's code runs in
 children of a clean zygote, never of the grader (see :mod:`grader.sandbox.zygote`).
 """
 

@@ -114,8 +114,9 @@ def test_a_batch_of_folders_named_like_markup_is_graded_and_reported_as_text(tmp
     (folder / "[red]bob[/]").mkdir(parents=True)
     (folder / "[red]bob[/]" / "notes.txt").write_text("not a submission")
     out = tmp_path / "[bold]results[/bold]"
-    batch = subprocess.run([sys.executable, "-m", "grader.cli", "batch", "assignments/03", str(folder), "--out", str(out),
-                            "--jobs", "1", "--device", "cpu"], capture_output=True, text=True, cwd=ROOT, timeout=300,
+    batch = subprocess.run([sys.executable, "-m", "grader.cli", "batch", "assignments/03", str(folder),
+                            "--out", str(out), "--jobs", "1", "--device", "cpu"],
+                           capture_output=True, text=True, cwd=ROOT, timeout=300,
                            env={"COLUMNS": "200", "PATH": "/usr/bin:/bin", "TTY_COMPATIBLE": "1"})
     assert batch.returncode == 0, batch.stderr
     assert "Assignment 03: 1 submissions" in batch.stdout  # the terminal's summary table
