@@ -1,4 +1,5 @@
-"""``grade report``: a class's results folder as one self-contained HTML page and a terminal view.
+"""``grade report``: a class's results folder as one self-contained HTML page and a terminal view;
+and the terminal view that ends ``grade batch``, which shares its table.
 
 The page has no scripts and no external resources (it is mailed around and opened from
 disk): the plots are inline SVG drawn here. Hints and part names come from reports that
@@ -9,21 +10,20 @@ characters, which no HTML or XML (the inline SVG) may hold: :func:`_escape` on t
 
 from __future__ import annotations
 
-import bisect
 import html
 import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from rich.console import Group
+from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from grader.batch import ClassStatistics, Scores, class_statistics, read_report
+from grader.class_stats import Bin, ClassStatistics, Scores, class_statistics, histogram
+from grader.gradebook import BatchResult, read_report
 from grader.render import plain
 from grader.sanitize import for_terminal
 
-MAX_BINS = 10  # below full marks; whole-point scores out of up to 10 get a bar each
 HISTOGRAM_COLOUR = "#4c78a8"
 MISTAKE_COLOUR = "#e45756"
 MISTAKE_LABEL_CHARS = 120  # the SVG label does not wrap; the tooltip has the whole hint
@@ -42,25 +42,12 @@ class ClassData:
     skipped: list[Path]  # files under reports/ that are not grade reports, relative to the folder
 
 
-@dataclass(frozen=True)
-class Bin:
-    low: float
-    high: float | None  # None: the full-marks bin
-    count: int
-
-    def describe(self) -> str:
-        who = _counted(self.count, "submission")
-        if self.high is None:
-            return f"{who}: full marks ({self.low:g})"
-        return f"{who}: {self.low:g} ≤ score < {self.high:g}"
-
-
 def load_class_data(folder: Path) -> ClassData:
-    """Every report in ``folder/reports`` (flat: see :func:`grader.batch.report_path`); a file
+    """Every report in ``folder/reports`` (flat: see :func:`grader.gradebook.report_path`); a file
     that is not one is skipped and listed."""
     reports_dir = folder / "reports"
     if not reports_dir.is_dir():
-        raise ClassReportError(f"{folder} has no reports/ folder: give the --out folder of `grade batch`")
+        raise ClassReportError(f"{folder} has no reports/ folder: give the results folder `grade batch` wrote")
     reports, skipped = [], []
     for path in sorted(p for p in reports_dir.glob("*.json") if p.is_file()):
         report = read_report(path)
@@ -79,25 +66,25 @@ def load_class_data(folder: Path) -> ClassData:
     return ClassData(assignments[0], class_statistics(part_ids, reports), skipped)
 
 
-def histogram(scores: Scores) -> list[Bin]:
-    """Equal bins from 0 to max_score (at most MAX_BINS), then a bin of its own for full marks:
-    a grade histogram is read for who got everything right."""
-    bins = min(MAX_BINS, math.ceil(scores.max_score))
-    lows = [scores.max_score * k / bins for k in range(bins)]
-    counts = [0] * (bins + 1)
-    for value in scores.values:
-        counts[bins if value >= scores.max_score else max(bisect.bisect_right(lows, value) - 1, 0)] += 1
-    highs = [*lows[1:], scores.max_score]
-    return [Bin(low, high, count) for low, high, count in zip(lows, highs, counts)] + [
-        Bin(scores.max_score, None, counts[bins])]
-
-
 def _escape(text: str) -> str:
     return html.escape(for_terminal(text))
 
 
 def _counted(count: int, noun: str) -> str:
     return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def _stat_cells(scores: Scores) -> list[str]:
+    """Mean, median and max, as the class views show them ("–" when nothing was graded)."""
+    numbers = scores.stats()
+    return ["–" if numbers[key] is None else f"{numbers[key]:.3g}" for key in ("mean", "median", "max")]
+
+
+def _describe(b: Bin) -> str:
+    who = _counted(b.count, "submission")
+    if b.high is None:
+        return f"{who}: full marks ({b.low:g})"
+    return f"{who}: {b.low:g} ≤ score < {b.high:g}"
 
 
 # ---- the HTML page -------------------------------------------------------------------
@@ -187,7 +174,7 @@ def _histogram_svg(name: str, scores: Scores) -> str:
         x = left + i * slot
         bar = (height - top - bottom) * b.count / tallest
         if b.count:
-            body.append(_rect(x + slot * .1, height - bottom - bar, slot * .8, bar, "histogram", b.describe()))
+            body.append(_rect(x + slot * .1, height - bottom - bar, slot * .8, bar, "histogram", _describe(b)))
             body.append(_text(x + slot / 2, height - bottom - bar - 4, str(b.count)))
         body.append(_text(x + slot / 2, height - bottom + 14, f"{b.low:g}"))
     body.append(f'<line x1="{left}" x2="{width - left}" y1="{height - bottom}" y2="{height - bottom}" stroke="#999"/>')
@@ -223,11 +210,6 @@ def _stats_table(stats: ClassStatistics) -> str:
             f"<tfoot>{row('total', stats.total)}</tfoot></table>")
 
 
-def _stat_cells(scores: Scores) -> list[str]:
-    numbers = scores.stats()
-    return ["–" if numbers[key] is None else f"{numbers[key]:.3g}" for key in ("mean", "median", "max")]
-
-
 # ---- the terminal view ---------------------------------------------------------------
 
 
@@ -238,10 +220,9 @@ def sparkline(scores: Scores) -> str:
     return "".join(SPARK[math.ceil(count / tallest * (len(SPARK) - 1))] for count in counts)
 
 
-def class_table(data: ClassData) -> Group:
-    stats = data.statistics
-    # plain(), not str, wherever report text goes: rich would read it as markup, a terminal run its escapes.
-    table = Table(title=plain(f"Assignment {data.assignment}: {stats.submissions} submissions"), title_justify="left")
+def _numbers_table(assignment: str, stats: ClassStatistics) -> Table:
+    """The per-part class numbers, then the total's: the batch's summary and ``grade report`` show it."""
+    table = Table(title=plain(f"Assignment {assignment}: {stats.submissions} submissions"), title_justify="left")
     for column in (*STAT_COLUMNS, "0 … full marks"):
         table.add_column(column, justify="right" if column in STAT_COLUMNS[1:] else "left", no_wrap=True)
 
@@ -253,7 +234,32 @@ def class_table(data: ClassData) -> Group:
         row(part_id, scores)
     table.add_section()
     row("total", stats.total)
-    items: list = [table, Text(", ".join(f"{count} {status}" for status, count in stats.counts.items()))]
+    return table
+
+
+def _counts_line(stats: ClassStatistics) -> str:
+    return ", ".join(f"{count} {status}" for status, count in stats.counts.items())
+
+
+def batch_summary(result: BatchResult) -> Group:
+    """The end-of-batch view: the class numbers, how long it took, the most frequent hints."""
+    stats = result.statistics()
+    per = result.duration_s / result.graded if result.graded else None
+    lines: list[RenderableType] = [
+        _numbers_table(result.assignment.id, stats),
+        Text(f"{_counts_line(stats)}; {result.graded} graded now, {result.skipped} already up to date"
+             + (f"; {per:.2f} s per submission" if per else ""))]
+    if stats.hints:
+        lines.append(Text("most frequent hints:", style="bold"))
+        lines += [plain(f"  {count:>4}  {hint}") for hint, count in stats.hints]
+    return Group(*lines)
+
+
+def class_table(data: ClassData) -> Group:
+    stats = data.statistics
+    items: list[RenderableType] = [
+        _numbers_table(data.assignment, stats),
+        Text(_counts_line(stats))]
     if data.skipped:
         items.append(plain(f"skipped {_counted(len(data.skipped), 'file')} that are not grade reports: "
                            + ", ".join(path.as_posix() for path in data.skipped), style="yellow"))

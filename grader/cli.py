@@ -17,22 +17,23 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import os
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Console
-from rich.text import Text
 
-from grader.render import plain
+from grader.options import DEFAULT, DEFAULT_BATCH, DEVICES, EXECUTORS, SANDBOXES, OptionError
+from grader.render import error_text, plain
 
 EXIT_OK, EXIT_GRADER_ERROR, EXIT_USAGE = 0, 1, 2
 
 
 def _error(console: Console, message: object) -> None:
-    # Messages hold paths, and paths student names: shown as text, never markup ("hw[/].py").
-    console.print(Text("error: ", style="red") + plain(message))
+    if isinstance(message, OptionError):  # the library names the option; here it is a flag
+        message = f"--{message.option.replace('_', '-')}: {message}"
+    console.print(error_text(message))
 
 
 def _say(console: Console, message: object) -> None:
@@ -55,22 +56,21 @@ def _grade_parser() -> argparse.ArgumentParser:
 
 
 def _add_limit_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
+    parser.add_argument("--device", choices=DEVICES, default=DEFAULT.device,
                         help="where to run (auto: CUDA when available)")
-    parser.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
-                        help="time limit per call into student code and per notebook cell (default 10)")
-    parser.add_argument("--memory", type=float, default=4.0, metavar="GIB",
-                        help="memory limit of the student's code (default 4)")
-    parser.add_argument("--sandbox", choices=("strict", "basic", "off"), default="basic",
+    parser.add_argument("--timeout", type=float, default=DEFAULT.limits.call_timeout_s, metavar="SECONDS",
+                        help="time limit per call into student code and per notebook cell (default %(default)g)")
+    parser.add_argument("--memory", type=float, default=DEFAULT.limits.memory_bytes / 2**30, metavar="GIB",
+                        help="memory limit of the student's code (default %(default)g)")
+    parser.add_argument("--sandbox", choices=SANDBOXES, default=DEFAULT.sandbox,
                         help="isolation beyond the child process: basic uses what this machine offers and warns "
                              "about the rest; strict refuses to grade without all of them (namespaces, a pids cgroup, "
                              "seccomp, Landlock); off uses none")
 
 
 def _limits(args: argparse.Namespace):
-    from grader.sandbox.limits import Limits
-
-    return Limits(call_timeout_s=args.timeout, cell_timeout_s=args.timeout, memory_bytes=int(args.memory * 2**30))
+    return replace(DEFAULT.limits, call_timeout_s=args.timeout, cell_timeout_s=args.timeout,
+                   memory_bytes=int(args.memory * 2**30))
 
 
 def _batch_parser() -> argparse.ArgumentParser:
@@ -78,9 +78,10 @@ def _batch_parser() -> argparse.ArgumentParser:
     parser.add_argument("assignment", type=Path, help="the assignment directory, e.g. assignments/03")
     parser.add_argument("folder", type=Path, help="the submissions (.py, .ipynb; sub-folders allowed)")
     parser.add_argument("--out", type=Path, required=True, help="results folder: reports/, summary.json, grades.csv")
-    parser.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 1, help="submissions graded at once")
+    parser.add_argument("--jobs", "-j", type=int, default=DEFAULT_BATCH.jobs,
+                        help="submissions graded at once (default %(default)s)")
     parser.add_argument("--force", action="store_true", help="regrade submissions whose report is up to date")
-    parser.add_argument("--executor", choices=("local", "ray"), default="local",
+    parser.add_argument("--executor", choices=EXECUTORS, default=DEFAULT_BATCH.executor,
                         help="ray: spread over a Ray cluster (pip install 'transformer-grader[ray]')")
     parser.add_argument("--ray-address", help="the cluster to join (default: RAY_ADDRESS, else a local cluster)")
     _add_limit_options(parser)
@@ -146,10 +147,11 @@ def _batch(args: argparse.Namespace, console: Console) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     from grader.assignment import AssignmentError
-    from grader.batch import grade_batch, write_outputs
+    from grader.batch import grade_batch
+    from grader.class_report import batch_summary
+    from grader.gradebook import write_outputs
     from grader.report import json_text
     from grader.sandbox.isolation import SandboxUnavailable
-    from grader.render import summary_table
 
     if not args.folder.is_dir():
         _error(console, f"no such folder: {args.folder}")
@@ -187,7 +189,7 @@ def _batch(args: argparse.Namespace, console: Console) -> int:
         return 130
     summary = write_outputs(result, args.out)
     if out.is_terminal:
-        out.print(summary_table(summary))
+        out.print(batch_summary(result))
     else:
         # Not a terminal, but perhaps piped to one: ASCII, with every control character escaped.
         print(json_text(summary, indent=None, ascii_only=True))

@@ -39,3 +39,14 @@ def hint_for_exception(type_name: str, message: str) -> str | None:
 def exception_hints() -> list[tuple[str, str]]:
     """(pattern, hint) pairs, for documentation."""
     return [(pattern.pattern, hint) for pattern, hint in _EXCEPTION_HINTS]
+
+
+def another_parts_stub(stub_message: str, part: str) -> str | None:
+    """The hint for a test of ``part`` whose code raised a stub's NotImplementedError, when the
+    stub is another part's: stubs say whose they are ("MultiHeadAttention: from assignment 03:
+    paste ..."). None when it is the part's own (or says no name): then NOT_IMPLEMENTED."""
+    stub, _, detail = stub_message.partition(":")
+    stub = stub.split(".")[0].strip()
+    if stub.isidentifier() and part and stub != part:
+        return f"{part} uses your {stub}, which is still a stub ({detail.strip()})"
+    return None

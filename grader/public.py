@@ -26,11 +26,12 @@ from rich.console import Console
 from rich.text import Text
 
 from grader import hints
+from grader.assemble import assemble_report
 from grader.assignment import Assignment, AssignmentError
 from grader.ingest import Program, Ungradable, load_submission
-from grader.render import render_report
-from grader.report import GradeReport, Status, TestResult
-from grader.scoring import score_parts
+from grader.outcome import SuiteResult, TestOutcome, Verdict
+from grader.render import error_text, render_report
+from grader.report import GradeReport, Outcome, Status
 
 EXIT_OK, EXIT_GRADER_ERROR, EXIT_USAGE = 0, 1, 2  # as the full grader's (grader/cli.py)
 PUBLIC_TESTS_TIMEOUT_S = 300.0
@@ -52,24 +53,22 @@ def grade_public(assignment: Assignment | str | Path, submission: str | Path | N
         program = load_submission(path)
     except (Ungradable, OSError) as exc:
         why = str(exc) if isinstance(exc, Ungradable) else f"the file cannot be read: {exc.strerror or exc}"
-        status, error, tests, notes = Status.UNGRADABLE, why, [], []
+        status, error, result = Status.UNGRADABLE, why, SuiteResult()
     else:
         status, error, tests = _run_public_tests(assignment, program, timeout_s)
-        notes = list(program.notes)
-    results = [(part_of(test["nodeid"], assignment.parts), _test_result(test)) for test in tests]
-    part_ids = (*assignment.parts, *([OTHER_PART] if any(part == OTHER_PART for part, _ in results) else []))
-    parts = score_parts(part_ids, results)
-    return GradeReport(
-        assignment=assignment.id, submission=str(submission if submission is not None else path), status=status,
-        error=error, score=sum(part.score for part in parts), max_score=sum(part.max_score for part in parts),
-        device="cpu", duration_s=round(time.monotonic() - started, 3),
-        grader_version="",  # this report is only shown, never written or compared
-        parts=parts, notes=notes, output=_printed(tests))
+        result = SuiteResult(tuple(_outcome(test, assignment.parts) for test in tests), tuple(program.notes),
+                             _printed(tests))
+    return assemble_report(assignment, str(submission if submission is not None else path), result, status=status,
+                           error=error, device="cpu", duration_s=time.monotonic() - started, sandbox=[])
 
 
 def part_of(test_id: str, part_ids: tuple[str, ...]) -> str:
     """The part a public test checks, from its name: ``test_multi_head_attention_...`` checks
-    ``MultiHeadAttention`` (the longest part name that starts it, for parts that share a prefix)."""
+    ``MultiHeadAttention`` (the longest part name that starts it, for parts that share a prefix).
+
+    Not from a ``part`` marker, as hidden tests say it: public tests are the student's to read
+    and run with plain ``pytest``, where an unregistered marker warns, and their names already
+    follow the contract (``test_<part>_<property>``)."""
     name = test_id.rpartition("::")[2].removeprefix("test_")
     named = [part for part in part_ids if name == _snake(part) or name.startswith(_snake(part) + "_")]
     return max(named, key=len, default=OTHER_PART)
@@ -145,10 +144,18 @@ def _last_error(longrepr: str) -> str:
     return (errors or lines or [""])[-1]
 
 
-def _test_result(test: dict) -> TestResult:
+def _outcome(test: dict, part_ids: tuple[str, ...]) -> TestOutcome:
+    """A test of pytest-json-report's, judged as the grader judges hidden tests
+    (:func:`grader.plugin.classify`) as far as its JSON tells: a failed check is ``failed``, the
+    student's code raising is ``error`` with the hint the exception suggests, a stub ``failed``."""
+    part = part_of(test["nodeid"], part_ids)
     name = test["nodeid"].rpartition("::")[2]
+    return TestOutcome(name, part, 1.0, _verdict(test, part))
+
+
+def _verdict(test: dict, part: str) -> Verdict:
     if test["outcome"] == "passed":
-        return TestResult(name=name, outcome="passed", message="", hint=None, score=1.0, max_score=1.0)
+        return Verdict(Outcome.PASSED)
     stage = next((test[when] for when in ("setup", "call", "teardown")
                   if test.get(when, {}).get("outcome") not in (None, "passed")), {})
     message = stage.get("crash", {}).get("message") or _last_error(stage.get("longrepr", ""))
@@ -156,10 +163,11 @@ def _test_result(test: dict) -> TestResult:
     # (a failed `assert` reads "assert False ...").
     type_name = (stage.get("traceback") or [{}])[-1].get("message") or message.partition(": ")[0]
     if type_name in _TEST_FAILURES:
-        return TestResult(name=name, outcome="failed", message=message, hint=None, score=0.0, max_score=1.0)
+        return Verdict(Outcome.FAILED, message)
     detail = message.removeprefix(f"{type_name}: ")
-    hint = hints.NOT_IMPLEMENTED if type_name == "NotImplementedError" else hints.hint_for_exception(type_name, detail)
-    return TestResult(name=name, outcome="error", message=message, hint=hint, score=0.0, max_score=1.0)
+    if type_name == "NotImplementedError":
+        return Verdict(Outcome.FAILED, message, hints.another_parts_stub(detail, part) or hints.NOT_IMPLEMENTED)
+    return Verdict(Outcome.ERROR, message, hints.hint_for_exception(type_name, detail))
 
 
 def _printed(tests: list[dict]) -> str:
@@ -181,12 +189,12 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
     errors = Console(stderr=True)
     if args.submission is not None and not args.submission.is_file():
-        errors.print(f"[red]error:[/] no such submission file: {args.submission}")
+        errors.print(error_text(f"no such submission file: {args.submission}"))
         return EXIT_USAGE
     try:
         report = grade_public(args.assignment, args.submission)
     except AssignmentError as exc:
-        errors.print(f"[red]error:[/] {exc}")
+        errors.print(error_text(exc))
         return EXIT_USAGE
     console = Console()
     console.print(render_report(report, verbose=args.verbose))

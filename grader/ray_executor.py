@@ -21,9 +21,11 @@ from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 
-from grader.api import failed_report, grade
+from grader.api import grade
+from grader.assemble import failed_report
 from grader.assignment import Assignment
 from grader.ingest import Ungradable, read_submission
+from grader.options import GradeOptions
 from grader.report import GradeReport
 from grader.sandbox.limits import Limits
 
@@ -46,9 +48,7 @@ def run_on_ray(
     todo: list[Path],
     *,
     jobs: int,
-    device: str,
-    limits: Limits,
-    sandbox: str,
+    options: GradeOptions,
     address: str | None = None,
 ) -> Iterator[tuple[Path, GradeReport]]:
     """Submit every file as a task; yield each report as it completes."""
@@ -61,7 +61,7 @@ def run_on_ray(
             # No address: start a local cluster with `jobs` CPUs, so --jobs means the same here.
             ray.init(address=address, num_cpus=None if address else jobs, include_dashboard=False,
                      log_to_driver=False, configure_logging=False)
-    task = ray.remote(num_cpus=1, num_gpus=GPU_FRACTION_PER_TASK if device == "cuda" else 0,
+    task = ray.remote(num_cpus=1, num_gpus=GPU_FRACTION_PER_TASK if options.device == "cuda" else 0,
                       max_retries=0)(_grade_on_worker)
     assignment_dir = str(assignment.directory.resolve())
     pending = {}
@@ -70,17 +70,18 @@ def run_on_ray(
             try:
                 content = read_submission(folder / relative)
             except Ungradable:  # refused unread: the report that says why needs no worker (nor a device)
-                yield relative, grade(assignment, folder / relative, device="cpu", limits=limits, sandbox=sandbox)
+                yield relative, grade(assignment, folder / relative, device="cpu", limits=options.limits,
+                                      sandbox=options.sandbox)
                 continue
-            pending[task.remote(assignment_dir, relative.name, content, str(folder / relative), device,
-                                asdict(limits), sandbox)] = relative
+            pending[task.remote(assignment_dir, relative.name, content, str(folder / relative), options.device,
+                                asdict(options.limits), options.sandbox)] = relative
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1)
             relative = pending.pop(ready[0])
             try:
                 report = GradeReport.from_dict(ray.get(ready[0]))
             except ray.exceptions.RayError as exc:  # the worker died or raised: the grader's fault
-                report = failed_report(assignment, str(folder / relative), device,
+                report = failed_report(assignment, str(folder / relative), options.device,
                                        f"the Ray task failed: {type(exc).__name__}: {str(exc)[:500]}")
             yield relative, report
     finally:

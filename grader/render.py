@@ -21,6 +21,12 @@ def plain(text: object, style: str = "") -> Text:
     return Text(for_terminal(str(text)), style=style)
 
 
+def error_text(message: object) -> Text:
+    """An error for the terminal. Messages hold paths, and paths are named by students: shown
+    as text, never as markup (``hw[/].py``)."""
+    return Text("error: ", style="red") + plain(message)
+
+
 def part_problem(part: PartResult) -> str:
     """One line on what is probably wrong: the part's hint, else its first failure."""
     if part.score >= part.max_score:
@@ -73,32 +79,3 @@ def _failures(report: GradeReport) -> list[Text]:
             if test.outcome != "passed":
                 lines.append(plain(f"{part.id} / {test.name}: {test.outcome}: {test.message}"))
     return lines
-
-
-def summary_table(summary: dict) -> Group:
-    """The end-of-batch view of ``grader.batch.summarize``'s data."""
-    table = Table(title=plain(f"Assignment {summary['assignment']}: {summary['submissions']} submissions"),
-                  title_justify="left")
-    for column in ("part", "mean", "median", "max"):
-        table.add_column(column, justify="left" if column == "part" else "right")
-
-    def row(name: str, stats: dict) -> None:
-        if stats["mean"] is None:
-            table.add_row(plain(name), "-", "-", "-")
-        else:
-            table.add_row(plain(name),
-                          *(f"{stats[key]:.3g} / {stats['max_score']:g}" for key in ("mean", "median", "max")))
-
-    for part_id, stats in summary["parts"].items():
-        row(part_id, stats)
-    table.add_section()
-    row("total", summary["score"])
-    counts = ", ".join(f"{count} {status}" for status, count in summary["counts"].items())
-    timing = summary["timing"]
-    per = timing["seconds_per_submission"]
-    lines = [table, Text(f"{counts}; {timing['graded']} graded now, {timing['skipped_up_to_date']} already up to date"
-                         + (f"; {per:.2f} s per submission" if per else ""))]
-    if summary["hints"]:
-        lines.append(Text("most frequent hints:", style="bold"))
-        lines += [plain(f"  {item['count']:>4}  {item['hint']}") for item in summary["hints"]]
-    return Group(*lines)

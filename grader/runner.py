@@ -2,14 +2,14 @@
 
 ``pytest.main`` is not safe to call twice in one process (modules and plugins leak
 between runs), so each run happens in a fork of the warm grader process, which sends its
-results back as JSON over a pipe. The grader imports the hidden suite and the reference
-once (:func:`preload_suite`), so every fork starts with them. The student's code runs in
+results back over a pipe as the JSON of a :class:`~grader.outcome.SuiteResult`. The grader
+imports the hidden suite and the reference once (:func:`preload_suite`), so every fork
+starts with them. The student's code runs in
 children of a clean zygote, never of the grader (see :mod:`grader.sandbox.zygote`).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import gc
 import importlib
@@ -31,6 +31,7 @@ from grader import warm  # noqa: F401  (imports torch makes lazily, once per gra
 from grader.assignment import REFERENCE_DIR, Assignment
 from grader.flags import program_flags
 from grader.ingest import Program
+from grader.outcome import SuiteResult, TestOutcome
 from grader.plugin import GradingPlugin
 from grader.sandbox.isolation import Isolation
 from grader.sandbox.limits import Limits, die_with_parent
@@ -44,8 +45,8 @@ class SuiteError(Exception):
 
 
 def run_suite(assignment: Assignment, program: Program | None, limits: Limits, device: str,
-              isolation: Isolation, workspace: Workspace | None) -> dict:
-    """Run the hidden suite (collect only, when ``program`` is None); returns JSON-able results.
+              isolation: Isolation, workspace: Workspace | None) -> SuiteResult:
+    """Run the hidden suite (collect only, when ``program`` is None).
 
     Call this in a process of its own (see :class:`ForkedRun`); ``workspace`` holds its
     connection to the submission's zygote.
@@ -64,14 +65,14 @@ def run_suite(assignment: Assignment, program: Program | None, limits: Limits, d
         torch.set_num_threads(1)
         grading = GradingPlugin(session, torch.device(device))
         tests = _run_pytest(suite, grading, collect_only=program is None)
-        unknown = sorted({test["part"] for test in tests} - set(assignment.parts))
+        unknown = sorted({test.part for test in tests} - set(assignment.parts))
         if unknown:
             raise SuiteError(f"the hidden suite grades parts that assignment.toml does not list: {unknown}")
         if session is None:
-            return {"tests": tests, "notes": [], "output": "", "flags": []}
+            return SuiteResult(tuple(tests))
         session.close()  # a child's output is collected when it ends
-        flags = [dataclasses.asdict(flag) for flag in program_flags(program)]  # here, not in the grader: in parallel
-        return {"tests": tests, "notes": session.notes, "output": session.output(), "flags": flags}
+        flags = tuple(program_flags(program))  # here, not in the grader: in parallel
+        return SuiteResult(tuple(tests), tuple(session.notes), session.output(), flags)
     finally:
         if session is not None:
             session.close()
@@ -94,15 +95,11 @@ def preload_suite(suite: Path) -> None:
             pass
 
 
-def _run_pytest(suite: Path, grading: GradingPlugin, collect_only: bool) -> list[dict]:
-    from pytest_jsonreport.plugin import JSONReport
-
+def _run_pytest(suite: Path, grading: GradingPlugin, collect_only: bool) -> list[TestOutcome]:
     # Only the plugins named here: whatever else is installed must not change grading.
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
-    json_report = JSONReport()
     args = [
         str(suite), "-c", str(suite.parent / "pytest.ini"), "--rootdir", str(suite.parent),
-        "-p", "pytest_jsonreport.plugin", "--json-report-file=none",
         "-p", "no:cacheprovider", "--assert=plain", "--strict-markers", "--import-mode=importlib",
         "-q", "--tb=no", "--no-header", "-p", "no:warnings",
         # Both run gc.collect() twice at exit: 0.25 s with torch's objects in memory.
@@ -110,21 +107,20 @@ def _run_pytest(suite: Path, grading: GradingPlugin, collect_only: bool) -> list
     ]
     if collect_only:
         args.append("--collect-only")
-    exit_code = pytest.main(args, plugins=[json_report, grading])
-    if exit_code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) or not grading.collected:
+    exit_code = pytest.main(args, plugins=[grading])
+    if exit_code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) or not grading.outcomes:
         raise SuiteError(f"the hidden suite in {suite.name} failed to run (pytest exit code {int(exit_code)})")
-    results = {test["nodeid"]: test.get("metadata", {}) for test in (json_report.report or {}).get("tests", [])}
-    return [{**item, **results.get(item["nodeid"], {})} for item in grading.collected]
+    return grading.outcomes
 
 
 class ForkedRun:
-    """``function`` running in a forked process, its JSON result coming back over a pipe.
+    """``function`` running in a forked process, its result coming back over a pipe as JSON.
 
     Non-blocking, so one process can drive many (batch grading ``select``s on
     :meth:`fileno`); :meth:`wait` blocks.
     """
 
-    def __init__(self, function: Callable[[], dict], timeout_s: float, on_close: Callable[[], None] | None = None):
+    def __init__(self, function: Callable[[], SuiteResult], timeout_s: float, on_close: Callable[[], None] | None = None):
         self._on_close = on_close  # run here once the process has ended: it cannot clean up if killed
         read_end, write_end = os.pipe()
         gc.freeze()  # the fork's collections then skip (and so do not copy) the pages of what this process holds
@@ -161,8 +157,9 @@ class ForkedRun:
         while not self.poll() and time.monotonic() < self.deadline:
             select.select([self._fd], [], [], max(self.deadline - time.monotonic(), 0))
 
-    def result(self) -> dict:
-        """The function's result; raises :class:`SuiteError` if it failed or ran too long."""
+    def result(self) -> SuiteResult:
+        """The function's result; raises :class:`SuiteError` if it failed, ran too long or
+        sent something else."""
         try:
             if not self.poll():
                 os.kill(self.pid, signal.SIGKILL)
@@ -172,10 +169,13 @@ class ForkedRun:
         data = b"".join(self._chunks)
         if not data:
             raise SuiteError("the grading process ended without a result (run with GRADER_DEBUG=1 to see why)")
-        reply = json.loads(data)
-        if "error" in reply:
-            raise SuiteError(reply["error"])
-        return reply["result"]
+        try:
+            reply = json.loads(data)
+            if "error" in reply:
+                raise SuiteError(str(reply["error"]))
+            return SuiteResult.from_dict(reply["result"])
+        except (ValueError, TypeError, KeyError) as exc:  # MalformedResult, JSONDecodeError, a reply not a dict
+            raise SuiteError(f"the grading process sent a malformed result: {type(exc).__name__}: {exc}") from None
 
     def close(self) -> None:
         """Stop the process if it still runs (its zygote and children die with it)."""
@@ -190,14 +190,14 @@ class ForkedRun:
             self._on_close()
 
 
-def _serve_result(function: Callable[[], dict], write_end: int) -> None:
+def _serve_result(function: Callable[[], SuiteResult], write_end: int) -> None:
     """In the forked process: run ``function``, write its JSON result, exit. Never returns."""
     code = 0
     die_with_parent()  # a killed grader takes its suites (and so their zygotes and children) along
     try:
         if not os.environ.get("GRADER_DEBUG"):
             _silence_stdio()
-        result = {"result": function()}
+        result = {"result": function().to_dict()}
     except SuiteError as exc:
         result = {"error": str(exc)}
     except BaseException as exc:

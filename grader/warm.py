@@ -17,7 +17,6 @@ import importlib
 import torch.fx.experimental.symbolic_shapes  # noqa: F401
 from _pytest.config import default_plugins
 
-import pytest_jsonreport.plugin  # noqa: F401
 
 for _plugin in default_plugins:
     importlib.import_module(f"_pytest.{_plugin}")

@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 
 from grader.api import grade
-from grader.batch import discover, grade_batch, report_path, write_outputs
+from grader.batch import grade_batch
+from grader.gradebook import report_path, write_outputs
+from grader.submissions import discover
 from grader.report import SCHEMA_VERSION
 from grader.sandbox.cgroups import PidsCgroup
 from grader.sandbox.zygote import ZygoteServer

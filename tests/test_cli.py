@@ -89,3 +89,37 @@ def test_sandbox_mode_is_reported(tmp_path):
                    "--json", str(out), "--quiet")
     assert result.returncode == 0
     assert not [layer for layer in json.loads(out.read_text())["sandbox"] if "landlock" in layer or "namespace" in layer]
+
+
+def test_a_submission_path_that_looks_like_markup_is_graded_and_shown_as_text(tmp_path):
+    odd = tmp_path / "hw[" / "].py"  # grade --submission 'hw[/].py'
+    odd.parent.mkdir()
+    shutil.copy(ROOT / "examples/03/submission.py", odd)
+    result = grade(str(ASSIGNMENT_03), "--submission", "hw[/].py", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "hw[/].py" in result.stdout and "MultiHeadAttention" in result.stdout
+    missing = grade("assignments/03", "--submission", str(tmp_path / "[bold]x[/bold].py"))
+    assert missing.returncode == 2 and "[bold]x[/bold].py" in missing.stderr
+
+
+def test_an_option_the_library_refuses_is_named_by_its_flag(tmp_path):
+    result = grade("assignments/03", "--submission", "examples/03/submission.py", "--device", "cuda")
+    if "CUDA was asked for" not in result.stderr:
+        pytest.skip("CUDA is available here")
+    assert result.returncode == 2 and "--device: CUDA was asked for" in result.stderr
+
+
+def test_a_batch_of_folders_named_like_markup_is_graded_and_reported_as_text(tmp_path):
+    folder = tmp_path / "[bold]x[/bold]"
+    (folder / "[red]bob[/]").mkdir(parents=True)
+    (folder / "[red]bob[/]" / "notes.txt").write_text("not a submission")
+    out = tmp_path / "[bold]results[/bold]"
+    batch = subprocess.run([sys.executable, "-m", "grader.cli", "batch", "assignments/03", str(folder),
+                            "--out", str(out), "--jobs", "1", "--device", "cpu"],
+                           capture_output=True, text=True, cwd=ROOT, timeout=300,
+                           env={"COLUMNS": "200", "PATH": "/usr/bin:/bin", "TTY_COMPATIBLE": "1"})
+    assert batch.returncode == 0, batch.stderr
+    assert "Assignment 03: 1 submissions" in batch.stdout  # the terminal's summary table
+    report = grade("report", str(out))
+    assert report.returncode == 0, report.stderr
+    assert f"wrote {out / 'report.html'}" in " ".join(report.stderr.split())

@@ -10,7 +10,7 @@ from importlib import resources
 import jsonschema
 import pytest
 
-from grader.batch import load_current_report, read_report
+from grader.gradebook import load_current_report, read_report
 from grader.report import SCHEMA_VERSION, Flag, GradeReport, PartResult, SchemaTooNewError, load_schema
 from grader.report import TestResult as Result
 from tests.conftest import assert_valid

@@ -49,7 +49,7 @@ def test_parts_keep_contract_order_and_sum_points():
 ])
 def test_not_implemented_names_the_stub_that_raised(message, part, expected):
     exc = StudentException(part, "NotImplementedError", message, "")
-    assert classify(exc, part)["hint"] == expected
+    assert classify(exc, part).hint == expected
 
 
 @pytest.mark.parametrize("exc, outcome", [
@@ -60,9 +60,9 @@ def test_not_implemented_names_the_stub_that_raised(message, part, expected):
     (ZeroDivisionError("hidden suite bug"), "error"),
 ])
 def test_outcomes(exc, outcome):
-    assert classify(exc, "p")["outcome"] == outcome
+    assert classify(exc, "p").outcome == outcome
 
 
 def test_a_fault_in_the_suite_is_flagged_internal_and_never_blamed_on_the_student():
     verdict = classify(KeyError("W_q.weight"), "p")
-    assert verdict["internal"] is True and "internal grader error" in verdict["message"]
+    assert verdict.internal is True and "internal grader error" in verdict.message

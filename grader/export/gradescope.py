@@ -23,7 +23,7 @@ from pathlib import Path
 
 from grader.api import grade
 from grader.assignment import Assignment
-from grader.batch import discover
+from grader.submissions import discover
 from grader.export.feedback import grader_failed, part_feedback, part_passed, part_score, summary
 from grader.report import GradeReport, write_json
 from grader.sanitize import each_string, for_terminal

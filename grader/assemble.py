@@ -1,0 +1,74 @@
+"""From a suite run's :class:`~grader.outcome.SuiteResult` to the :class:`~grader.report.GradeReport`.
+
+The one place a report is put together: the grader (:mod:`grader.api`) and the student's
+grader (:mod:`grader.public`) both call :func:`assemble_report`.
+"""
+
+from __future__ import annotations
+
+from importlib import metadata
+
+from grader import scoring
+from grader.assignment import Assignment
+from grader.flags import bounded
+from grader.outcome import SuiteResult, TestOutcome, Verdict
+from grader.report import GradeReport, Outcome, Status, TestResult
+
+
+def grader_version() -> str:
+    try:
+        return metadata.version("transformer-grader")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def assemble_report(
+    assignment: Assignment, submission: str, result: SuiteResult, *, status: str, error: str | None, device: str,
+    duration_s: float, sandbox: list[str], submission_sha256: str = "",
+) -> GradeReport:
+    """The report of ``result``: skipped tests left out, a test that did not run scored 0 and
+    saying why, parts in contract order (then any part only the tests name)."""
+    tests = [(test.part, _test_result(test, error)) for test in result.tests
+             if test.verdict is None or test.verdict.outcome != Outcome.SKIPPED]
+    part_ids = tuple(dict.fromkeys([*assignment.parts, *(part for part, _ in tests)]))
+    parts = scoring.score_parts(part_ids, tests)
+    internal = [test.verdict for test in result.tests if test.verdict is not None and test.verdict.internal]
+    if internal and status == Status.GRADED:
+        # The scores stand for the other tests, but the report must be regraded.
+        status, error = Status.GRADER_ERROR, f"{len(internal)} test(s) failed inside the grader: {internal[0].message}"
+    if status != Status.GRADED:
+        for part in parts:
+            part.hint = error
+    return GradeReport(
+        assignment=assignment.id,
+        submission=submission,
+        status=status,
+        error=error,
+        score=sum(part.score for part in parts),
+        max_score=sum(part.max_score for part in parts),
+        device=device,
+        duration_s=round(duration_s, 3),
+        grader_version=grader_version(),
+        parts=parts,
+        notes=list(result.notes),
+        output=result.output,
+        sandbox=sandbox if status == Status.GRADED else [],
+        submission_sha256=submission_sha256,
+        # Read from the source by the suite process, and by the suite's source checks; never
+        # taken from the student's process.
+        flags=bounded([*result.flags, *(flag for test in result.tests if test.verdict for flag in test.verdict.flags)]),
+    )
+
+
+def failed_report(assignment: Assignment, submission: str, device: str, error: str) -> GradeReport:
+    """The report for a submission the grader could not run at all."""
+    return assemble_report(assignment, submission, SuiteResult(), status=Status.GRADER_ERROR, error=error,
+                           device=device, duration_s=0.0, sandbox=[])
+
+
+def _test_result(test: TestOutcome, error: str | None) -> TestResult:
+    verdict = test.verdict or Verdict(Outcome.ERROR)  # collected, never run
+    passed = verdict.outcome == Outcome.PASSED
+    message = verdict.message or ("" if passed else f"not run: {error}" if error else "not run")
+    return TestResult(name=test.name, outcome=verdict.outcome, message=message, hint=verdict.hint,
+                      score=test.points if passed else 0.0, max_score=test.points)
