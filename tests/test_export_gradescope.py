@@ -118,7 +118,7 @@ def test_a_crash_of_the_grader_still_writes_results_json(tmp_path, monkeypatch):
     def crash(*args, **kwargs):
         raise RuntimeError("the suite process vanished")
 
-    monkeypatch.setattr(gradescope, "grade", crash)
+    monkeypatch.setattr("grader.api.grade", crash)
     hand_in(tmp_path / "submission", {"mha.py": ""})
     run(tmp_path, ASSIGNMENT_03)
     results = json.loads((tmp_path / "results" / "results.json").read_text())

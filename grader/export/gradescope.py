@@ -21,7 +21,6 @@ import traceback
 from dataclasses import replace
 from pathlib import Path
 
-from grader.api import grade
 from grader.assignment import Assignment
 from grader.submissions import discover
 from grader.export.feedback import grader_failed, part_feedback, part_passed, part_score, summary
@@ -90,6 +89,8 @@ def results_for(root: Path, assignment_dir: Path) -> dict:
         handed_in = ", ".join(str(path) for path in discover(folder))
         return failure_results(f"No submission to grade: upload {assignment.module} or {assignment.notebook}"
                                f" (handed in: {handed_in or 'nothing'}).")
+    from grader.api import grade  # the engine: `grade export gradescope` builds the zip without it
+
     return to_gradescope(grade(assignment, submission))
 
 
