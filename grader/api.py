@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 
 from grader.assemble import assemble_report
-from grader.assignment import REFERENCE_DIR, Assignment
+from grader.assignment import Assignment, reference_dir
 from grader.ingest import Program, Ungradable, parse_submission, read_submission, submission_sha256
 from grader.options import DEFAULT, GradeOptions, OptionError
 from grader.outcome import SuiteResult
@@ -109,7 +109,7 @@ def start_grading(assignment: Assignment | str | Path, submission: str | Path | 
         assignment = Assignment.load(assignment)
     path = Path(submission) if submission is not None else assignment.working_copy()
     device = resolve_device(options.device)
-    isolation = choose(options.sandbox, REFERENCE_DIR)  # probed here, so that every fork inherits the answers
+    isolation = choose(options.sandbox, reference_dir())  # probed here, so that every fork inherits the answers
     for module in assignment.preload:  # once per grader process; every fork starts with it
         importlib.import_module(module)
     preload_suite(assignment.hidden_suite)

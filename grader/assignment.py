@@ -17,7 +17,7 @@ from pathlib import Path
 from grader.ingest import Ungradable, read_submission
 
 # What locates the reference: grader/release.py ships no module that imports one of these.
-REFERENCE_LOCATORS = ("reference_dir", "REFERENCE_DIR")
+REFERENCE_LOCATORS = ("reference_dir",)
 
 
 class AssignmentError(Exception):
@@ -32,14 +32,6 @@ def reference_dir() -> Path:
         raise AssignmentError("the reference package is not installed: this grader can run the public tests only "
                               "(the hidden tests run on submission)")
     return Path(spec.submodule_search_locations[0]).resolve()
-
-
-def __getattr__(name: str) -> Path:
-    # REFERENCE_DIR is located on first use, not at import: the student's grader
-    # (`grade release`) ships this module without the reference.
-    if name == "REFERENCE_DIR":
-        return reference_dir()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True)

@@ -31,8 +31,13 @@ EXIT_OK, EXIT_GRADER_ERROR, EXIT_USAGE = 0, 1, 2
 
 
 def _error(console: Console, message: object) -> None:
-    if isinstance(message, OptionError):  # the library names the option; here it is a flag
+    from grader.sandbox.isolation import SandboxUnavailable
+
+    # The library names the option; here it is a flag.
+    if isinstance(message, OptionError):
         message = f"--{message.option.replace('_', '-')}: {message}"
+    elif isinstance(message, SandboxUnavailable):
+        message = f"--sandbox strict: {message}"
     console.print(error_text(message))
 
 

@@ -28,7 +28,7 @@ import torch
 
 from grader import warm  # noqa: F401  (imports torch makes lazily, once per grader process)
 
-from grader.assignment import REFERENCE_DIR, Assignment
+from grader.assignment import Assignment, reference_dir
 from grader.flags import program_flags
 from grader.ingest import Program
 from grader.outcome import SuiteResult, TestOutcome
@@ -56,7 +56,7 @@ def run_suite(assignment: Assignment, program: Program | None, limits: Limits, d
     zygote = None
     try:
         if program is not None:
-            config = workspace.zygote_config(limits, device, (str(REFERENCE_DIR),), isolation)
+            config = workspace.zygote_config(limits, device, (str(reference_dir()),), isolation)
             try:
                 zygote = Zygote.open(workspace.control, config)
             except ZygoteUnavailable as exc:

@@ -114,7 +114,7 @@ def test_leak_check_finds_the_reference_solution_in_a_handout(bundle, tmp_path):
 
 def test_no_grader_module_that_locates_the_reference_is_shipped(bundle):
     needs_reference = {path.relative_to(ROOT).as_posix() for path in (ROOT / "grader").rglob("*.py")
-                       if re.search(r"^\s*(from|import) reference\b|\bREFERENCE_DIR\b|\.hidden_suite\b",
+                       if re.search(r"^\s*(from|import) reference\b|\breference_dir\b|\.hidden_suite\b",
                                     path.read_text(encoding="utf-8"), re.MULTILINE)}
     assert "grader/api.py" in needs_reference  # the pattern finds what it is for
     # grader/assignment.py locates the reference only when asked (see test_bundle_grader_imports_without_the_reference).
@@ -165,14 +165,14 @@ def test_shipped_modules_are_what_the_entry_imports_transitively(tmp_path):
 @pytest.mark.parametrize("leak", [
     "from reference import as_submission",
     "import reference.hidden.a03.conftest",
-    "from grader.assignment import Assignment, REFERENCE_DIR",
+    "from grader.assignment import Assignment, reference_dir",
     "from grader.api import grade",  # grader.api locates the reference
 ])
 def test_a_module_that_needs_the_reference_stops_the_release(tmp_path, leak):
     package = fake_grader(tmp_path, {
         "public.py": "from grader import helper\n",
         "helper.py": f"def later():\n    {leak}\n",
-        "api.py": "from grader.assignment import REFERENCE_DIR\n",
+        "api.py": "from grader.assignment import reference_dir\n",
     })
     with pytest.raises(ReleaseError, match=r"helper\.py|api\.py"):
         student_modules(package)

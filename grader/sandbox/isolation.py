@@ -85,7 +85,7 @@ def choose(mode: str, protected: Path) -> Isolation:
     if not has_seccomp:
         missing.append("seccomp (needs x86-64 Linux with seccomp filters)")
     if missing and mode == "strict":
-        raise SandboxUnavailable("--sandbox strict: missing " + "; ".join(missing))
+        raise SandboxUnavailable("strict isolation: missing " + "; ".join(missing))
     if missing:
         warnings.warn("sandbox layers missing here, grading with the others: " + "; ".join(missing),
                       SandboxWarning, stacklevel=2)
