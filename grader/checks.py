@@ -61,9 +61,9 @@ def expect_close(
 ) -> None:
     """``got`` equals ``want`` within ``atol + rtol * |want|``; else name the nearest mistake."""
     mistakes = mistakes or {}
-    if isinstance(got, torch.Tensor) and tuple(got.shape) != tuple(want.shape):
-        hint = _matching_mistake(got, mistakes, atol, rtol)
-        expect_tensor(what, got, shape=want.shape, hint=hint)
+    if isinstance(got, torch.Tensor) and (tuple(got.shape) != tuple(want.shape) or got.dtype != want.dtype):
+        hint = _representation_hint(got, want, mistakes, atol, rtol)
+        expect_tensor(what, got, shape=want.shape, dtype=want.dtype, hint=hint)
     expect_tensor(what, got, shape=want.shape, dtype=want.dtype, device=want.device)
     if _close(got, want, atol, rtol):
         return
@@ -193,6 +193,49 @@ def _matching_mistake(got: torch.Tensor, mistakes: Mistakes, atol: float, rtol: 
         if is_close(got, candidate() if callable(candidate) else candidate, atol=atol, rtol=rtol):
             return hint
     return None
+
+
+def _representation_hint(got: torch.Tensor, want: torch.Tensor, mistakes: Mistakes, atol: float,
+                         rtol: float) -> str | None:
+    """A value in another representation than ``want``'s (dtype, extra or missing singleton
+    dimensions, an additive float mask for a bool one) is read in ``want``'s, so the mistake
+    behind it is named with the representation at once, not after the student fixes it. A
+    mistake that produces ``got``'s own shape (transposed scores) is named alone."""
+    if tuple(got.shape) != tuple(want.shape) and (mistake := _matching_mistake(got, mistakes, atol, rtol)):
+        return mistake
+    normalized, representation = _as_expected(got, want)
+    if normalized is None:
+        return None
+    if _close(normalized, want, atol, rtol):
+        return f"the values are right, but in the wrong representation: {representation}"
+    mistake = _matching_mistake(normalized, mistakes, atol, rtol)
+    return f"{representation} and {mistake}" if mistake else None
+
+
+def _as_expected(got: torch.Tensor, want: torch.Tensor) -> tuple[torch.Tensor | None, str]:
+    """``got`` in ``want``'s shape and value convention, and what differed, in words."""
+    differences = []
+    normalized = got.detach()
+    if got.dtype != want.dtype:
+        differences.append(f"wrong dtype ({_name(got.dtype)}, expected {_name(want.dtype)})")
+        if want.dtype == torch.bool and got.is_floating_point() and _is_additive_mask(normalized):
+            differences[-1] = (f"an additive {_name(got.dtype)} mask (0 = attend, -inf = blocked) where a bool mask "
+                               "(True = may attend) is expected")
+            normalized = normalized == 0
+    if tuple(got.shape) != tuple(want.shape):
+        differences.append(f"wrong shape ({tuple(got.shape)}, expected {tuple(want.shape)})")
+        while normalized.dim() > want.dim() and normalized.size(0) == 1:
+            normalized = normalized.squeeze(0)
+        try:
+            normalized = torch.broadcast_to(normalized, want.shape)
+        except RuntimeError:
+            return None, ""
+    return normalized, " and ".join(differences)
+
+
+def _is_additive_mask(x: torch.Tensor) -> bool:
+    """Zeros where attending and very negative values (-inf, -1e9) where blocked."""
+    return bool(((x == 0) | (x <= -1e4)).all() and (x <= -1e4).any())
 
 
 def _close(got: torch.Tensor, want: torch.Tensor, atol: float, rtol: float) -> bool:

@@ -7,6 +7,14 @@ import re
 NOT_IMPLEMENTED = "not implemented: the stub still raises NotImplementedError"
 NOT_FOUND = "not found: the submission does not define it"
 
+# Attention mistakes that several assignments grade (01's attention, 02's CausalSelfAttention,
+# 03's MultiHeadAttention): one wording wherever they can occur. Suites take them from grader.suite.
+SCALE_BY_LENGTH = "scores scaled by sqrt(T), the sequence length: divide by sqrt(d_k), the width of q and k"
+SCALE_BY_INPUT_WIDTH = ("scores scaled by the input width (C ** -0.5 with C = d_in, the last dimension of x): "
+                        "divide by sqrt(d_k), the width of q and k")
+MASK_FILL_NOT_NEGATIVE = ("masked scores filled with a value that is not very negative (0 or 1e-15): the masked "
+                          "positions keep weight after the softmax; fill them with float('-inf') (or -1e9)")
+
 # (pattern in "Type: message", hint), first match wins.
 _EXCEPTION_HINTS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
     (re.compile(pattern, re.IGNORECASE), hint)
@@ -25,6 +33,16 @@ _EXCEPTION_HINTS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
          "masks must be bool tensors (True = may attend); ~ works on bool, not on floats"),
         (r"Expected target size|Expected input batch_size .* to match target batch_size",
          "reshape logits to (B*T, V) and labels to (B*T,) before cross_entropy"),
+        (r"batch[12] must be a 3D tensor",
+         "torch.bmm takes 3-D tensors only: with heads, (B, H, T, d_k), use torch.matmul or @, which "
+         "broadcast over the leading dimensions"),
+        (r"The size of tensor a \(\d+\) must match the size of tensor b \(\d+\) at non-singleton dimension",
+         "two tensors' shapes do not line up: x.T on a batched (B, T, d) tensor reverses every dimension (use "
+         "x.transpose(-2, -1)), and sequence-first code swaps batch and time (the contract is batch-first, "
+         "(B, T, ...): slice time with tgt[:, :-1], not tgt[:-1, :])"),
+        (r"^ValueError: (not enough|too many) values to unpack",
+         "a shape unpacked into the wrong number of names (B, H, T, d_k = x.shape on a 3-D (B, T, d) tensor): "
+         "unpack as many as the docstring's shape has, or index x.size(-1)"),
         (r"^AssertionError",
          "bad arguments must raise ValueError with a message, not fail an assert"),
     )

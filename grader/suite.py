@@ -39,6 +39,9 @@ Checks: each raises :class:`CheckFailed` (message for the student, optional hint
 - :func:`expect_derivative`: a gradient the student's code reports is the derivative of the
   loss the same code computes.
 
+Hints for attention mistakes that several assignments grade, worded once: ``SCALE_BY_LENGTH``,
+``SCALE_BY_INPUT_WIDTH``, ``MASK_FILL_NOT_NEGATIVE``.
+
 Part isolation (:mod:`grader.part_isolation`): a part built on pieces graded elsewhere is
 graded on its own work. :func:`expect_wiring` passes an output that matches the reference
 or the contract's wiring of the student's own pieces, and names the mistake otherwise, with
@@ -64,6 +67,7 @@ from grader.checks import (
     expect_tensor,
     is_close,
 )
+from grader.hints import MASK_FILL_NOT_NEGATIVE, SCALE_BY_INPUT_WIDTH, SCALE_BY_LENGTH
 from grader.part_isolation import (
     GRAPH_CUT,
     PIECE_RAISES,
@@ -84,6 +88,8 @@ __all__ = [
     # checks
     "CheckFailed", "describe_difference", "expect_close", "expect_computes_with", "expect_contract_parameters",
     "expect_derivative", "expect_equal", "expect_raises", "expect_tensor", "is_close",
+    # hints for mistakes several assignments grade
+    "MASK_FILL_NOT_NEGATIVE", "SCALE_BY_INPUT_WIDTH", "SCALE_BY_LENGTH",
     # errors from the student's side
     "StudentCrashed", "StudentError", "StudentException", "StudentNotFound", "StudentTimeout",
     # what a test calls

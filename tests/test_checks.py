@@ -241,3 +241,56 @@ def test_a_forward_that_raises_is_left_to_the_value_tests():
     def forward():
         raise StudentException("M()", "RuntimeError", "shape mismatch", "")
     expect_computes_with("M()", LocalRemote(Contract()), Contract(), forward)
+
+
+# ---- mistakes behind a representation: named with it, at once -----------------------------------
+
+CAUSAL = torch.ones(4, 4, dtype=torch.bool).tril()
+MASK_MISTAKES = {"mask inverted: True marks the future": ~CAUSAL, "triu": CAUSAL.T.clone()}
+
+
+def _mask_hint(got: torch.Tensor) -> CheckFailed:
+    with pytest.raises(CheckFailed) as failure:
+        expect_equal("causal_mask(4)", got, CAUSAL, mistakes=MASK_MISTAKES)
+    return failure.value
+
+
+def test_a_float_mask_with_one_for_blocked_names_the_dtype_and_the_inversion():
+    # The tutorial habit: torch.triu(torch.ones(T, T), diagonal=1), 1 = blocked.
+    failure = _mask_hint(torch.triu(torch.ones(4, 4), diagonal=1))
+    assert "wrong dtype" in failure.message
+    assert failure.hint == "wrong dtype (float32, expected bool) and mask inverted: True marks the future"
+
+
+def test_a_right_mask_as_float_says_the_values_are_right():
+    failure = _mask_hint(torch.tril(torch.ones(4, 4)))
+    assert failure.hint == ("the values are right, but in the wrong representation: "
+                            "wrong dtype (float32, expected bool)")
+
+
+def test_a_mask_with_leading_singleton_dimensions_names_the_shape_and_the_mistake():
+    # GPT-style: self.register_buffer("bias", torch.tril(...).view(1, 1, T, T)), read as blocked.
+    failure = _mask_hint((~CAUSAL).view(1, 1, 4, 4))
+    assert "wrong shape" in failure.message
+    assert failure.hint == "wrong shape ((1, 1, 4, 4), expected (4, 4)) and mask inverted: True marks the future"
+    assert "values are right" in _mask_hint(CAUSAL.view(1, 1, 4, 4)).hint
+
+
+def test_an_additive_float_mask_is_read_as_one():
+    # The annotated-transformer habit: 0 where attending, -inf (or -1e9) where blocked.
+    additive = torch.zeros(4, 4).masked_fill(~CAUSAL, float("-inf"))
+    assert "additive float32 mask" in _mask_hint(additive).hint
+    assert "values are right" in _mask_hint(additive).hint
+    inverted = torch.zeros(4, 4).masked_fill(CAUSAL, -1e9)
+    assert _mask_hint(inverted).hint.endswith("and mask inverted: True marks the future")
+
+
+def test_both_representation_differences_are_named_together():
+    failure = _mask_hint(torch.triu(torch.ones(4, 4), diagonal=1)[None, None])
+    assert failure.hint == ("wrong dtype (float32, expected bool) and wrong shape ((1, 1, 4, 4), expected (4, 4)) "
+                            "and mask inverted: True marks the future")
+
+
+def test_a_representation_behind_no_known_mistake_gets_no_hint():
+    assert _mask_hint(torch.ones(4, 4)).hint is None
+    assert _mask_hint(torch.ones(3, 5, dtype=torch.bool)).hint is None

@@ -42,6 +42,9 @@ MUTANTS: dict[str, tuple[tuple[str, str], dict[str, str | None]]] = {
     "scaled by d_k": (
         ("/ math.sqrt(d_k)", "/ d_k"),
         {"scaled_dot_product_attention": variants.SCALE_D_K, "SelfAttention": variants.SCALE_D_K}),
+    "scaled by sqrt(T)": (
+        ("d_k = q.size(-1)", "d_k = q.size(-2)"),
+        {"scaled_dot_product_attention": variants.SCALE_BY_LENGTH, "SelfAttention": variants.SCALE_BY_LENGTH}),
     "attention softmax over the wrong dimension": (
         ("weights = softmax(scores, dim=-1)", "weights = softmax(scores, dim=-2)"),
         {"scaled_dot_product_attention": variants.SOFTMAX_DIM, "SelfAttention": variants.SOFTMAX_DIM}),
@@ -56,6 +59,9 @@ MUTANTS: dict[str, tuple[tuple[str, str], dict[str, str | None]]] = {
          "        pass\n    weights = softmax(scores, dim=-1)\n"
          "    if mask is not None:\n        weights = weights.masked_fill(~mask, 0.0)"),
         {"scaled_dot_product_attention": variants.MASK_AFTER_SOFTMAX}),
+    "mask filled with 1e-15": (
+        ('scores.masked_fill(~mask, float("-inf"))', 'scores.masked_fill(~mask, 1e-15)'),
+        {"scaled_dot_product_attention": variants.MASK_FILL_NOT_NEGATIVE}),
     "mask ignored": (
         ('scores = scores.masked_fill(~mask, float("-inf"))', "pass"),
         {"scaled_dot_product_attention": variants.MASK_IGNORED}),
@@ -82,4 +88,6 @@ CONTRACT_MISTAKES = {
     "scores scaled by `d_k` instead of `sqrt(d_k)`": "scaled by d_k",
     'mask inverted (True read as "blocked")': 'mask inverted',
     "mask applied after the softmax": "mask applied after the softmax",
+    "scores scaled by `sqrt(T)`, the sequence length": "scaled by sqrt(T)",
+    "masked scores filled with a value that is not very negative (0, `1e-15`)": "mask filled with 1e-15",
 }

@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterable
 import torch
 import torch.nn.functional as F
 
+from grader.suite import MASK_FILL_NOT_NEGATIVE, SCALE_BY_INPUT_WIDTH, SCALE_BY_LENGTH
+
 # torch's built-in softmax under each name it goes by, and the built-ins with one inside.
 # One list for both checks: the runtime watch in the student's process matches torch
 # functions' __name__ (torch.special.softmax runs as special_softmax, nn.Softmax as softmax,
@@ -147,17 +149,21 @@ def attention(
     v: torch.Tensor,
     mask: torch.Tensor | None = None,
     *,
-    scale: str = "sqrt_d_k",
+    scale: str | float = "sqrt_d_k",
     softmax_dim: int = -1,
     mask_mode: str = "before_softmax",
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(output, weights). ``scale``: "sqrt_d_k", "none", "d_k"; ``mask_mode``:
-    "before_softmax", "inverted", "after_softmax", "ignored"."""
+    """(output, weights). ``scale``: "sqrt_d_k", "none", "d_k", "sqrt_T" (the query length),
+    or the divisor itself; ``mask_mode``: "before_softmax", "inverted", "after_softmax",
+    "ignored", "fill_zero" (masked scores set to 0, not -inf)."""
     d_k = q.size(-1)
-    divisor = {"sqrt_d_k": math.sqrt(d_k), "none": 1.0, "d_k": float(d_k)}[scale]
+    divisor = scale if isinstance(scale, float) else \
+        {"sqrt_d_k": math.sqrt(d_k), "none": 1.0, "d_k": float(d_k), "sqrt_T": math.sqrt(q.size(-2))}[scale]
     scores = q @ k.transpose(-2, -1) / divisor  # (..., T_q, T_k)
     if mask is not None and mask_mode == "before_softmax":
         scores = scores.masked_fill(~mask, float("-inf"))
+    elif mask is not None and mask_mode == "fill_zero":
+        scores = scores.masked_fill(~mask, 0.0)
     elif mask is not None and mask_mode == "inverted":
         scores = scores.masked_fill(mask, float("-inf"))
     weights = torch.softmax(scores, dim=softmax_dim)
@@ -174,13 +180,26 @@ def attention_mistakes(q, k, v, mask=None, *, index: int) -> dict:
     table = {
         NO_SCALE: variant(scale="none"),
         SCALE_D_K: variant(scale="d_k"),
+        **scale_mistakes(variant, length=q.size(-2)),
         SOFTMAX_DIM: variant(softmax_dim=-2),
     }
     if mask is not None:
         table[MASK_INVERTED] = variant(mask_mode="inverted")
         table[MASK_AFTER_SOFTMAX] = variant(mask_mode="after_softmax")
         table[MASK_IGNORED] = variant(mask_mode="ignored")
+        table[MASK_FILL_NOT_NEGATIVE] = variant(mask_mode="fill_zero")
     return table
+
+
+def scale_mistakes(variant: Callable[..., Callable], *, length: int, input_width: int | None = None) -> dict:
+    """Hint -> ``variant(scale=...)`` for scores scaled by sqrt(T) and, where the part has an
+    input width, by sqrt(d_in); where T equals d_in the two give one value, and one hint
+    names both. ``variant`` takes ``attention``'s keyword arguments."""
+    if input_width is None:
+        return {SCALE_BY_LENGTH: variant(scale="sqrt_T")}
+    if input_width == length:
+        return {f"{SCALE_BY_INPUT_WIDTH}; or {SCALE_BY_LENGTH}": variant(scale="sqrt_T")}
+    return {SCALE_BY_INPUT_WIDTH: variant(scale=math.sqrt(input_width)), SCALE_BY_LENGTH: variant(scale="sqrt_T")}
 
 
 # ---- SelfAttention -------------------------------------------------------------------------
@@ -206,6 +225,7 @@ def self_attention_mistakes(params, x) -> dict:
     return {
         NO_SCALE: variant(scale="none"),
         SCALE_D_K: variant(scale="d_k"),
+        **scale_mistakes(variant, length=x.size(-2), input_width=x.size(-1)),
         SOFTMAX_DIM: variant(softmax_dim=-2),
         QUERY_KEY_SWAPPED: variant(projections=("W_key", "W_query", "W_value")),
         VALUE_PROJECTION: variant(projections=("W_query", "W_key", "W_key")),

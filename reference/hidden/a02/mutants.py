@@ -71,6 +71,16 @@ MUTANTS: dict[str, tuple[tuple[str, str], dict[str, str | None]]] = {
     "causal self-attention without dropout": (
         ("weights = dropout(weights, self.dropout_p, self.training)", "pass"),
         {"CausalSelfAttention": variants.CSA_NO_DROPOUT}),
+    "causal self-attention scaled by sqrt(T)": (
+        ("d_k = q.size(-1)", "d_k = q.size(-2)"),
+        {"CausalSelfAttention": variants.SCALE_BY_LENGTH}),
+    "causal self-attention scaled by the input width": (
+        ("scaled_dot_product_attention(q, k, v, self.mask[:T, :T])",
+         "scaled_dot_product_attention(q * (q.size(-1) / x.size(-1)) ** 0.5, k, v, self.mask[:T, :T])"),
+        {"CausalSelfAttention": variants.SCALE_BY_INPUT_WIDTH}),
+    "causal self-attention mask filled with 0": (
+        ('scores.masked_fill(~mask, float("-inf"))', "scores.masked_fill(~mask, 0.0)"),
+        {"CausalSelfAttention": variants.MASK_FILL_NOT_NEGATIVE}),
     "causal self-attention not scaled": (
         ("/ math.sqrt(d_k)", "/ 1.0"),
         {"CausalSelfAttention": variants.NO_SCALE}),
@@ -90,4 +100,8 @@ CONTRACT_MISTAKES = {
     "dropout scaled by `(1-p)`": "dropout scaled by (1-p)",
     "dropout active at evaluation": "dropout active at evaluation",
     "`p` used as the keep probability": "dropout with p as the keep probability",
+    "scores scaled by `sqrt(T)`, the sequence length": "causal self-attention scaled by sqrt(T)",
+    "scores scaled by the input width (`C ** -0.5` with C = d_in)": "causal self-attention scaled by the input width",
+    "masked scores filled with a value that is not very negative (0, `1e-15`)":
+        "causal self-attention mask filled with 0",
 }

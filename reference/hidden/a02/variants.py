@@ -15,12 +15,14 @@ import torch
 import torch.nn.functional as F
 
 # CausalSelfAttention can make 01's attention mistakes too; their hints are re-exported here.
+from grader.suite import MASK_FILL_NOT_NEGATIVE, SCALE_BY_INPUT_WIDTH, SCALE_BY_LENGTH  # noqa: F401
 from reference.hidden.a01.variants import (  # noqa: F401
     MASK_AFTER_SOFTMAX,
     NO_SCALE,
     SCALE_D_K,
     SOFTMAX_DIM,
     attention,
+    scale_mistakes,
 )
 
 CAUSAL_TRIU = ("mask is upper triangular (triu): True must be on and below the diagonal (tril), "
@@ -181,7 +183,9 @@ def causal_self_attention_mistakes(params, x) -> dict:
         CAUSAL_BLOCKED: variant(mask_kind="blocked"),
         CAUSAL_NO_DIAGONAL: variant(mask_kind="no_diagonal"),
         MASK_AFTER_SOFTMAX: variant(mask_mode="after_softmax"),
+        MASK_FILL_NOT_NEGATIVE: variant(mask_mode="fill_zero"),
         NO_SCALE: variant(scale="none"),
         SCALE_D_K: variant(scale="d_k"),
+        **scale_mistakes(variant, length=x.size(-2), input_width=x.size(-1)),
         SOFTMAX_DIM: variant(softmax_dim=-2),
     }

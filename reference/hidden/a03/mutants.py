@@ -33,6 +33,9 @@ MUTANTS: dict[str, tuple[tuple[str, str], dict[str, str | None]]] = {
     "mask inverted": (
         ("scores.masked_fill(~mask,", "scores.masked_fill(mask,"),
         {"MultiHeadAttention": variants.MASK_INVERTED}),
+    "mask filled with 0": (
+        ('scores.masked_fill(~mask, float("-inf"))', "scores.masked_fill(~mask, 0.0)"),
+        {"MultiHeadAttention": variants.MASK_FILL_NOT_NEGATIVE}),
 }
 
 # A part the submission does not define (renamed): it scores 0, "not found", and these parts,
@@ -48,4 +51,5 @@ CONTRACT_MISTAKES = {
     "scores scaled by `d_k` instead of `sqrt(d_k)`": "scaled by d_k",
     "softmax over the wrong dimension": "softmax over the wrong dimension",
     'mask inverted (True read as "blocked")': 'mask inverted',
+    "masked scores filled with a value that is not very negative (0, `1e-15`)": "mask filled with 0",
 }

@@ -11,6 +11,7 @@ import math
 import torch
 import torch.nn.functional as F
 
+from grader.suite import MASK_FILL_NOT_NEGATIVE
 from reference.multihead import combine_heads, split_heads
 
 NO_TRANSPOSE_SPLIT = "heads split with view and no transpose: features of different heads are mixed"
@@ -63,6 +64,8 @@ def multi_head_attention(
         scores = scores.masked_fill(~mask, float("-inf"))
     elif mask is not None and mask_mode == "inverted":
         scores = scores.masked_fill(mask, float("-inf"))
+    elif mask is not None and mask_mode == "fill_zero":
+        scores = scores.masked_fill(~mask, 0.0)
     weights = torch.softmax(scores, dim=softmax_dim)
     if mask is not None and mask_mode == "after_softmax":
         weights = weights.masked_fill(~mask, 0.0)
@@ -87,4 +90,5 @@ def mistakes(params, query, key, value, num_heads, mask=None) -> dict:
     if mask is not None:
         table[MASK_INVERTED] = variant(mask_mode="inverted")
         table[MASK_AFTER_SOFTMAX] = variant(mask_mode="after_softmax")
+        table[MASK_FILL_NOT_NEGATIVE] = variant(mask_mode="fill_zero")
     return table

@@ -12,6 +12,26 @@ from reference.hidden.a06 import variants
 
 CLIP_THEN_STEP = "    nn.utils.clip_grad_norm_(model.parameters(), clip_norm)\n    optimizer.step()\n"
 
+CROSS_ENTROPY = """    return F.cross_entropy(
+        logits.reshape(-1, logits.size(-1)),  # (B*T, V)
+        labels.reshape(-1),  # (B*T,)
+        ignore_index=pad_idx,
+        label_smoothing=label_smoothing,
+    )
+"""
+# The annotated transformer's LabelSmoothing: KL divergence to eps/(V-2) on every class but
+# the label and pad, summed and divided by the number of real tokens.
+ANNOTATED_SMOOTHING = """    vocab = logits.size(-1)
+    log_probs = torch.log_softmax(logits, dim=-1).reshape(-1, vocab)
+    flat_labels = labels.reshape(-1)
+    true_dist = torch.full_like(log_probs, label_smoothing / (vocab - 2))
+    true_dist.scatter_(1, flat_labels[:, None], 1.0 - label_smoothing)
+    true_dist[:, pad_idx] = 0
+    true_dist[flat_labels == pad_idx] = 0
+    kl = F.kl_div(log_probs, true_dist, reduction="sum")
+    return kl / (flat_labels != pad_idx).sum()
+"""
+
 MUTANTS: dict[str, tuple[tuple[str, str], dict[str, str | None]]] = {
     # teacher forcing
     "labels not shifted, in teacher_forcing_split": (
@@ -38,11 +58,23 @@ MUTANTS: dict[str, tuple[tuple[str, str], dict[str, str | None]]] = {
     "label smoothing ignored": (
         ("        label_smoothing=label_smoothing,\n", ""),
         {"translation_loss": variants.SMOOTHING_IGNORED}),
+    "label smoothing hard-coded": (
+        ("label_smoothing=label_smoothing,", "label_smoothing=0.1,"),
+        # train_step is graded on top of the student's own loss: it keeps its points.
+        {"translation_loss": variants.SMOOTHING_HARDCODED}),
+    "label smoothing the annotated-transformer way": (
+        (CROSS_ENTROPY, ANNOTATED_SMOOTHING),
+        {"translation_loss": variants.SMOOTHING_ANNOTATED}),
     "translation_loss wrong in an unknown way": (
         ("    return F.cross_entropy(\n", "    return 2 * F.cross_entropy(\n"),
         # train_step returns twice the loss too: its hint points at translation_loss.
         {"translation_loss": None, "train_step": variants.SUBPART_WRONG.format(name="translation_loss")}),
     # the step
+    "the label leaks into the input": (
+        ("logits = model(src, tgt_in)  # (B, T-1, V)", "logits = model(src, tgt)[:, 1:]"),
+        # The model learns to copy its input, which the end-to-end part, measuring the loss
+        # of each known wrong objective too, counts as training: the step is wrong, not there.
+        {"train_step": variants.LABEL_LEAKS}),
     "no zero_grad": (
         ("    optimizer.zero_grad()\n", ""),
         {"train_step": variants.NO_ZERO_GRAD}),
@@ -92,4 +124,8 @@ CONTRACT_MISTAKES = {
     "no `zero_grad`": "no zero_grad",
     "no optimizer step": "no optimizer step",
     "clipping after the step": "clipping after the step",
+    "label smoothing hard-coded": "label smoothing hard-coded",
+    "label smoothing spread over `V-2` classes (the annotated transformer's KL divergence)":
+        "label smoothing the annotated-transformer way",
+    "the whole target fed to the model, the label leaking into the input": "the label leaks into the input",
 }

@@ -6,8 +6,8 @@ whose defaults equal ``reference.training`` (``tests/test_variants_06.py`` check
 - ``split`` (``teacher_forcing_split``), with ``shift=``;
 - ``translation_loss``, with ``ignore_pad=``, ``reduction=``, ``smoothing=``;
 - ``train_steps`` (``train_step`` applied to a sequence of batches), with ``split=`` and
-  ``loss=`` (the pieces it uses, so a mistake in either can be reproduced), ``zero_grad=``,
-  ``step=``, ``clip=``;
+  ``loss=`` (the pieces it uses, so a mistake in either can be reproduced), ``feed=``,
+  ``zero_grad=``, ``step=``, ``clip=``;
 - ``greedy_decode``, with ``pad_after_eos=``, ``keep_eos=``, ``keep_bos=``, ``position=``,
   ``steps=``, ``stop=``.
 """
@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from functools import partial
+
+import math
 
 import torch
 from torch import nn
@@ -38,12 +40,20 @@ PER_SENTENCE_MEAN = ("loss averaged per sentence, then over sentences: average o
 SMOOTHING_IGNORED = "label_smoothing is ignored: pass it on, e.g. F.cross_entropy(..., label_smoothing=label_smoothing)"
 SMOOTHING_OVER_OTHERS = ("label smoothing spread over the V-1 wrong classes only; spread it uniformly over all V "
                          "classes, as F.cross_entropy(label_smoothing=...) does")
+SMOOTHING_HARDCODED = ("label smoothing hard-coded: the loss is smoothed whatever label_smoothing says; pass the "
+                       "argument on, F.cross_entropy(..., label_smoothing=label_smoothing)")
+SMOOTHING_ANNOTATED = ("label smoothing the annotated-transformer way (KL divergence to a distribution that spreads "
+                       "eps over V-2 classes, none on the pad class): the contract spreads eps uniformly over all V "
+                       "classes, as F.cross_entropy(..., label_smoothing=eps) does")
 PAD_HARDCODED = "pad index hard-coded: ignore the labels equal to the pad_idx argument, whatever its value"
 NOT_DIFFERENTIABLE = ("the loss is cut off from the graph: compute it from the logits with torch operations "
                       "(no .item(), .detach(), .tolist() or numpy)")
 NOT_A_SCALAR = "return one number: the mean over the non-pad labels, a 0-dim tensor (keep it a tensor for backward)"
 
 # ---- train_step ------------------------------------------------------------------------
+LABEL_LEAKS = ("the label leaks into the input: the model was fed all of tgt and output[:, 1:] was scored against "
+               "tgt[:, 1:], so each position reads the token it must predict (an RNN habit; the loss collapses "
+               "without learning to translate); feed tgt[:, :-1] and score it against tgt[:, 1:]")
 NO_ZERO_GRAD = ("gradients accumulate across steps: call optimizer.zero_grad() before loss.backward(), "
                 "or each step adds the previous steps' gradients")
 NO_STEP = "the parameters did not change: call optimizer.step() after backward() and clipping"
@@ -111,14 +121,22 @@ def translation_loss(
 ) -> torch.Tensor:
     """Cross-entropy written out: ``reduction`` "mean" (reference: over the non-pad labels),
     "mean_over_all" (masked sum / B*T), "sum", "per_sentence"; ``smoothing`` "uniform"
-    (reference: eps/V on every class), "ignored", "others" (eps/(V-1) on the wrong ones)."""
+    (reference: eps/V on every class), "ignored", "hardcoded" (eps = HARDCODED_SMOOTHING
+    whatever the argument), "others" (eps/(V-1) on the wrong ones), "annotated" (the
+    annotated transformer's KL divergence to 1-eps on the label and eps/(V-2) on the
+    classes that are neither the label nor pad)."""
     log_probs = torch.log_softmax(logits, dim=-1)  # (B, T, V)
     nll = -log_probs.gather(-1, labels.unsqueeze(-1)).squeeze(-1)  # (B, T)
-    eps = 0.0 if smoothing == "ignored" else label_smoothing
+    eps = {"ignored": 0.0, "hardcoded": HARDCODED_SMOOTHING}.get(smoothing, label_smoothing)
+    vocab = logits.size(-1)
     if smoothing == "others":
-        vocab = logits.size(-1)
         others = (-log_probs.sum(dim=-1) - nll) / (vocab - 1)  # mean over the V-1 wrong classes
         per_token = (1 - eps) * nll + eps * others
+    elif smoothing == "annotated":
+        spread = eps / (vocab - 2)
+        others = -log_probs.sum(dim=-1) - nll + log_probs[..., pad_idx]  # sum over the V-2 other classes
+        entropy = _x_log_x(1 - eps) + (vocab - 2) * _x_log_x(spread)  # KL = cross-entropy - entropy
+        per_token = (1 - eps) * nll + spread * others + entropy
     else:
         per_token = (1 - eps) * nll + eps * -log_probs.mean(dim=-1)  # (B, T)
     keep = (labels != pad_idx) if ignore_pad else torch.ones_like(labels, dtype=torch.bool)
@@ -134,21 +152,33 @@ def translation_loss(
     raise ValueError(reduction)
 
 
+# The value a hard-coded label smoothing usually has (the paper's).
+HARDCODED_SMOOTHING = 0.1
+
+
+def _x_log_x(p: float) -> float:
+    return p * math.log(p) if p > 0 else 0.0
+
+
 LOSS_MISTAKES = {
     PAD_NOT_IGNORED: {"ignore_pad": False},
     PAD_IN_MEAN: {"reduction": "mean_over_all"},
     PER_SENTENCE_MEAN: {"reduction": "per_sentence"},
     SUM_NOT_MEAN: {"reduction": "sum"},
+    SMOOTHING_HARDCODED: {"smoothing": "hardcoded"},
 }
 SMOOTHING_MISTAKES = {
     SMOOTHING_IGNORED: {"smoothing": "ignored"},
     SMOOTHING_OVER_OTHERS: {"smoothing": "others"},
+    SMOOTHING_ANNOTATED: {"smoothing": "annotated"},
 }
 
 
 def loss_mistakes(logits, labels, pad_idx, label_smoothing=0.0) -> dict:
     """Hint -> lazily computed loss of that mistake, for ``grader.checks.expect_close``."""
     table = dict(LOSS_MISTAKES)
+    if label_smoothing == HARDCODED_SMOOTHING:
+        del table[SMOOTHING_HARDCODED]  # it gives the right loss here
     if label_smoothing:
         table.update(SMOOTHING_MISTAKES)
     return {hint: partial(translation_loss, logits, labels, pad_idx, label_smoothing, **change)
@@ -156,6 +186,16 @@ def loss_mistakes(logits, labels, pad_idx, label_smoothing=0.0) -> dict:
 
 
 # ---- train_step ------------------------------------------------------------------------
+
+
+def scored_outputs(model: nn.Module, src: torch.Tensor, tgt: torch.Tensor, *, split: Callable = split,
+                   feed: str = "shifted") -> tuple[torch.Tensor, torch.Tensor]:
+    """(logits, labels) a step scores: the model fed ``split(tgt)``'s input, or with ``feed``
+    "whole" fed all of tgt, its outputs from position 1 on scored against ``tgt[:, 1:]``."""
+    if feed == "whole":
+        return model(src, tgt)[:, 1:], tgt[:, 1:]
+    tgt_in, labels = split(tgt)
+    return model(src, tgt_in), labels
 
 
 def train_steps(
@@ -167,6 +207,7 @@ def train_steps(
     *,
     split: Callable = split,
     loss: Callable = translation_loss,
+    feed: str = "shifted",
     zero_grad: bool = True,
     step: bool = True,
     clip: str = "before",
@@ -174,16 +215,16 @@ def train_steps(
     """``train_step`` on each ``(src, tgt)`` in turn; returns the losses, changes the model.
 
     ``split(tgt)`` and ``loss(logits, labels, pad_idx)`` are the pieces train_step uses;
+    ``feed`` "whole" feeds all of tgt and scores ``logits[:, 1:]`` against ``tgt[:, 1:]``;
     ``clip`` is "before" the step (reference), "after" it, "none", "value"
     (``clip_grad_value_`` instead of the global norm) or "rescale" (every step scaled to
     norm ``clip_norm``, even a smaller one).
     """
     losses = []
     for src, tgt in batches:
-        tgt_in, labels = split(tgt)
         if zero_grad:
             optimizer.zero_grad()
-        value = loss(model(src, tgt_in), labels, pad_idx)
+        value = loss(*scored_outputs(model, src, tgt, split=split, feed=feed), pad_idx)
         value.backward()
         if clip == "before":
             nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
@@ -206,6 +247,7 @@ def train_steps(
 STEP_MISTAKES = {
     **{hint: {"split": partial(split, shift=shift)} for hint, shift in SPLIT_MISTAKES.items()},
     **{hint: {"loss": partial(translation_loss, **change)} for hint, change in LOSS_MISTAKES.items()},
+    LABEL_LEAKS: {"feed": "whole"},
     NO_ZERO_GRAD: {"zero_grad": False},
     NO_STEP: {"step": False},
     UNCLIPPED_STEP: {"clip": "after"},  # the same parameters as not clipping at all

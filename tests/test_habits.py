@@ -1,0 +1,123 @@
+"""Habits from tutorials that used to get a raw error or no name: sequence-first and 2-D
+code on batched input, masks in another representation, the RNN way of training.
+
+The exception hints are checked against the messages torch really produces (the ops run
+here); the submissions are written as a student following a tutorial would, each a
+reference whose one function is replaced by the tutorial's version.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+import torch
+
+from grader import hints
+from grader.assignment import Assignment
+from reference import as_submission, module_for
+from reference.hidden.a01 import variants as variants_01
+from reference.hidden.a02 import variants as variants_02
+from reference.hidden.a03 import variants as variants_03
+from reference.hidden.a06 import variants as variants_06
+from tests.conftest import ROOT, part
+
+
+def _raised(operation: Callable[[], object]) -> tuple[str, str]:
+    try:
+        operation()
+    except Exception as exc:  # noqa: BLE001 - whatever torch raises is the point
+        return type(exc).__name__, str(exc)
+    raise AssertionError("expected the operation to raise")
+
+
+def _unpack_four(x: torch.Tensor) -> None:
+    batch, heads, length, width = x.shape  # noqa: F841 - the unpacking is what raises
+
+
+x3, x4 = torch.randn(2, 5, 8), torch.randn(2, 3, 5, 8)
+
+
+@pytest.mark.filterwarnings("ignore:The use of `x.T`")
+@pytest.mark.parametrize(("operation", "names"), [
+    pytest.param(lambda: x3 @ x3.T, "x.transpose(-2, -1)", id="keys.T on batched input"),
+    pytest.param(lambda: x4 @ x4.T, "x.transpose(-2, -1)", id="keys.T on heads"),
+    pytest.param(lambda: torch.bmm(x4, x4.transpose(-2, -1)), "torch.matmul", id="bmm on 4-D input"),
+    pytest.param(lambda: _unpack_four(x3), "B, H, T, d_k = x.shape", id="4 dims unpacked from 3-D input"),
+    pytest.param(lambda: x3 @ torch.randn(5, 2, 8).transpose(-2, -1), "tgt[:, :-1]", id="batch and time swapped"),
+])
+def test_a_batched_shape_habit_gets_its_cause_and_fix(operation, names):
+    hint = hints.hint_for_exception(*_raised(operation))
+    assert hint is not None and names in hint
+
+
+# ---- whole submissions (slow) --------------------------------------------------------------
+
+def _graded(grade_source, assignment_id: str, replacement: str):
+    assignment = Assignment.load(ROOT / "assignments" / assignment_id)
+    return grade_source(as_submission(module_for(assignment_id)) + "\n\n" + replacement,
+                        assignment=assignment.directory)
+
+
+# The 2-D habit: k.T, as a tutorial writes it for one unbatched sequence.
+KEYS_T = '''
+def scaled_dot_product_attention(q, k, v, mask=None):
+    scores = q @ k.T / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(mask == 0, -1e9)
+    weights = torch.exp(scores - scores.max(dim=-1, keepdim=True).values)
+    weights = weights / weights.sum(dim=-1, keepdim=True)
+    return weights @ v, weights
+'''
+
+# A GPT-style tutorial: the mask as floats, 1 where a position is blocked.
+FLOAT_BLOCKED_MASK = '''
+def causal_mask(T, device=None):
+    return torch.triu(torch.ones(T, T, device=device), diagonal=1)
+'''
+
+# The RNN habit: feed the whole target, score output[:, 1:] against tgt[:, 1:].
+LEAKY_STEP = '''
+def train_step(model, src, tgt, optimizer, pad_idx, clip_norm=1.0):
+    model.train()
+    optimizer.zero_grad()
+    output = model(src, tgt)
+    output_dim = output.shape[-1]
+    output = output[:, 1:].reshape(-1, output_dim)
+    loss = F.cross_entropy(output, tgt[:, 1:].reshape(-1), ignore_index=pad_idx)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
+    optimizer.step()
+    return loss.item()
+'''
+
+
+@pytest.mark.slow
+def test_keys_transposed_with_dot_t_is_named_with_its_fix(grade_source):
+    report = _graded(grade_source, "01", KEYS_T)
+    sdpa = part(report, "scaled_dot_product_attention")
+    assert sdpa.score < sdpa.max_score and "x.transpose(-2, -1)" in sdpa.hint
+
+
+@pytest.mark.slow
+def test_a_float_mask_that_marks_the_blocked_positions_names_both_mistakes(grade_source):
+    report = _graded(grade_source, "02", FLOAT_BLOCKED_MASK)
+    mask = part(report, "causal_mask")
+    assert mask.score < mask.max_score
+    # The value tests name the inversion with the dtype; which test's hint heads the part is
+    # the report's ranking.
+    values = next(test for test in mask.tests if test.name == "test_causal_mask_values")
+    assert values.hint == "wrong dtype (float32, expected bool) and " + variants_02.CAUSAL_BLOCKED
+
+
+@pytest.mark.slow
+def test_the_label_leaking_into_the_input_costs_points_in_train_step_only(grade_source):
+    report = _graded(grade_source, "06", LEAKY_STEP)
+    step = part(report, "train_step")
+    assert step.score < step.max_score and step.hint == variants_06.LABEL_LEAKS
+    assert part(report, "end_to_end").score == part(report, "end_to_end").max_score
+
+
+def test_the_shared_attention_hints_are_worded_once():
+    assert variants_01.SCALE_BY_LENGTH is hints.SCALE_BY_LENGTH is variants_02.SCALE_BY_LENGTH
+    assert variants_02.MASK_FILL_NOT_NEGATIVE is hints.MASK_FILL_NOT_NEGATIVE is variants_03.MASK_FILL_NOT_NEGATIVE
