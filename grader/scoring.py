@@ -35,7 +35,7 @@ def score_parts(part_ids: tuple[str, ...], tests: list[tuple[str, TestResult]],
         ))
     failing = {part.id for part in parts if part.score < part.max_score}
     for part in parts:
-        culprits = [used for used in (uses or {}).get(part.id, ()) if used in failing and used != part.id]
+        culprits = [used for used in (uses or {}).get(part.id, ()) if used in failing]
         if part.id in failing and culprits and _may_be_caused_by(part.hints, culprits):
             part.hints = [fix_first(culprits), *part.hints][:MAX_HINTS]
         part.hint = part.hints[0] if part.hints else None
