@@ -31,14 +31,14 @@ def assemble_report(
     tests = [(test.part, _test_result(test, error)) for test in result.tests
              if test.verdict is None or test.verdict.outcome != Outcome.SKIPPED]
     part_ids = tuple(dict.fromkeys([*assignment.parts, *(part for part, _ in tests)]))
-    parts = scoring.score_parts(part_ids, tests)
+    parts = scoring.score_parts(part_ids, tests, {part.name: part.uses for part in assignment.contract})
     internal = [test.verdict for test in result.tests if test.verdict is not None and test.verdict.internal]
     if internal and status == Status.GRADED:
         # The scores stand for the other tests, but the report must be regraded.
         status, error = Status.GRADER_ERROR, f"{len(internal)} test(s) failed inside the grader: {internal[0].message}"
     if status != Status.GRADED:
         for part in parts:
-            part.hint = error
+            part.hint, part.hints = error, [error] if error else []
     return GradeReport(
         assignment=assignment.id,
         submission=submission,

@@ -42,13 +42,17 @@ class Part:
     contract: str  # the semantics, in markdown
     signature: str | None = None  # "split_heads(x, num_heads)"; None: no stub, graded through other parts
     methods: tuple[str, ...] = ()  # a class's methods besides __init__: "forward(x, mask=None)"
+    # Parts of the same assignment it calls and is graded through, so that their mistakes
+    # show in its tests: a failing part whose used part fails says to fix that one first.
+    # A part graded with those pieces as black boxes (part isolation) declares none.
+    uses: tuple[str, ...] = ()
 
     @classmethod
     def from_spec(cls, spec: dict) -> Part:
         signature = spec.get("signature")
         # The name is written once: a stubbed part's is the one its signature defines.
         name = signature.partition("(")[0] if signature else spec["name"]
-        return cls(name, spec["contract"], signature, tuple(spec.get("methods", ())))
+        return cls(name, spec["contract"], signature, tuple(spec.get("methods", ())), tuple(spec.get("uses", ())))
 
 
 @dataclass(frozen=True)

@@ -112,13 +112,60 @@ def expect_contract_parameters(
     want = {name: list(p.shape) for name, p in reference.named_parameters()}
     if got == want:
         return
-    missing, extra = sorted(want.keys() - got.keys()), sorted(got.keys() - want.keys())
+    missing, extra = want.keys() - got.keys(), got.keys() - want.keys()
     wrong = [f"{name}: got {got[name]}, expected {want[name]}" for name in sorted(want.keys() & got.keys())
              if got[name] != want[name]]
+    names = names_mismatch(want, got)
     known = [hint for name, hint in (unexpected_hints or {}).items() if name in extra]
-    hint = known[0] if known else f"missing {missing}, unexpected {extra}: {names_hint}" if missing or extra \
-        else shape_hint
-    raise CheckFailed(f"{what} parameters: missing {missing}, unexpected {extra}, wrong shape {wrong}", hint)
+    hint = known[0] if known else f"{names}: {names_hint}" if missing or extra else shape_hint
+    shapes = f"wrong shape: {_bounded(wrong, 3)}" if wrong else ""
+    raise CheckFailed(f"{what} parameters: {'; '.join(filter(None, [names, shapes]))}", hint)
+
+
+def names_mismatch(want: Collection[str], got: Collection[str]) -> str:
+    """Where the student's parameter names leave the contract's, said once per kind of
+    difference and bounded whatever the model's size: "ffn: the contract names linear1,
+    linear2; you have net.0, net.2". A name is placed at its deepest module that both sides
+    have (``encoder_layers.0.ffn``), and named from there down to its module (``net.0``);
+    places with the same difference (every layer's ffn) are listed together."""
+    missing, extra = set(want) - set(got), set(got) - set(want)
+    places: dict[tuple[tuple[str, ...], tuple[str, ...]], list[str]] = {}
+    for place in sorted({_shared_module(name, got) for name in missing} | {_shared_module(name, want) for name in extra}):
+        difference = (_below(place, missing, got), _below(place, extra, want))
+        places.setdefault(difference, []).append(place)
+    lines = [_difference_line(where, contract, yours) for (contract, yours), where in places.items()]
+    return _bounded(lines, 3, separator="; ")
+
+
+def _shared_module(name: str, other: Collection[str]) -> str:
+    """The deepest module path above ``name`` that ``other``'s names also pass through ("" the top)."""
+    modules = name.split(".")[:-1]
+    while modules and not any(o.startswith(".".join(modules) + ".") for o in other):
+        modules.pop()
+    return ".".join(modules)
+
+
+def _below(place: str, names: Collection[str], other: Collection[str]) -> tuple[str, ...]:
+    """Those of ``names`` placed at ``place`` (against ``other``), each as the module under it
+    that holds it (or the parameter, if ``place`` holds it): "net.0" for "ffn.net.0.weight" at "ffn"."""
+    prefix = f"{place}." if place else ""
+    below = {name[len(prefix):] for name in names if _shared_module(name, other) == place}
+    return tuple(sorted({name.rpartition(".")[0] or name for name in below}))
+
+
+def _difference_line(places: list[str], contract: tuple[str, ...], yours: tuple[str, ...]) -> str:
+    where = f"{_bounded([place or '(top level)' for place in places], 2)}: " if places != [""] else ""
+    if not yours:
+        return f"{where}missing {_bounded(contract, 6)}"
+    if not contract:
+        return f"{where}unexpected {_bounded(yours, 6)}"
+    return f"{where}the contract names {_bounded(contract, 6)}; you have {_bounded(yours, 6)}"
+
+
+def _bounded(items: Sequence[str], most: int, separator: str = ", ") -> str:
+    """The first ``most`` of ``items``, then how many more."""
+    shown = separator.join(items[:most])
+    return f"{shown}{separator}and {len(items) - most} more" if len(items) > most else shown
 
 
 def expect_computes_with(what: str, module: Any, reference: torch.nn.Module, forward: Callable[[], Any]) -> None:

@@ -28,11 +28,13 @@ def error_text(message: object) -> Text:
 
 
 def part_problem(part: PartResult) -> str:
-    """One line on what is probably wrong: the part's hint, else its first failure."""
+    """What is probably wrong: the part's hints, the headline first, one a line (the second
+    after "also: "), else its first failure."""
     if part.score >= part.max_score:
         return ""
-    if part.hint:
-        return part.hint
+    shown = part.hints or [part.hint] * bool(part.hint)
+    if shown:
+        return "\n".join([shown[0], *(f"also: {hint}" for hint in shown[1:])])
     failing = next((test for test in part.tests if test.outcome != "passed"), None)
     return failing.message.splitlines()[0] if failing and failing.message else ""
 

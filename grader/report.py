@@ -1,4 +1,4 @@
-"""The grade report: plain data with a versioned JSON form (``schema/report.v2.json``).
+"""The grade report: plain data with a versioned JSON form (``schema/report.v3.json``).
 
 The terminal table, CSV and exports are views of this; nothing here formats for people.
 """
@@ -15,7 +15,7 @@ from typing import Any
 
 from grader.sanitize import clean, each_string
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 class Status:
@@ -52,8 +52,10 @@ class PartResult:
     id: str
     score: float
     max_score: float
-    hint: str | None
+    hint: str | None  # the headline: hints[0], or None
     tests: list[TestResult]
+    # The part's distinct mistakes, costliest first (or first, the part to fix first), at most two.
+    hints: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -127,6 +129,10 @@ def upgraded(data: dict) -> dict:
     data = dict(data)
     if data["schema_version"] == 1:
         data.update(schema_version=2, flags=[])  # version 2 added flags; version 1 never read the source
+    if data["schema_version"] == 2:
+        # Version 3 added each part's hints; version 2 kept only the headline.
+        data.update(schema_version=3, parts=[{**part, "hints": [part["hint"]] * bool(part["hint"])}
+                                             for part in data["parts"]])
     return data
 
 

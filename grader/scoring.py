@@ -1,16 +1,27 @@
-"""From per-test results to per-part scores and the one hint a student sees per part."""
+"""From per-test results to per-part scores and the hints a student sees per part.
+
+A part's hints are its distinct named mistakes, the one that cost the most points first: a
+one-point names mismatch does not hide an inverted mask that fails seven. When a part fails
+and a part it uses fails its own tests, the headline says to fix that one first.
+"""
 
 from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
 
 from grader import hints
 from grader.report import Outcome, PartResult, TestResult
 
 # When every failing test of a part says the same of these, it is the part's hint.
 _WHOLE_PART_HINTS = (hints.NOT_FOUND, hints.NOT_IMPLEMENTED)
+MAX_HINTS = 2  # the report schema's bound: a headline and one more
 
 
-def score_parts(part_ids: tuple[str, ...], tests: list[tuple[str, TestResult]]) -> list[PartResult]:
-    """Group ``(part id, result)`` pairs into parts, in contract order, with scores and hints."""
+def score_parts(part_ids: tuple[str, ...], tests: list[tuple[str, TestResult]],
+                uses: Mapping[str, Sequence[str]] | None = None) -> list[PartResult]:
+    """Group ``(part id, result)`` pairs into parts, in contract order, with scores and hints.
+    ``uses``: for a part, the parts it calls whose mistakes its tests see (the contract's)."""
     parts = []
     for part_id in part_ids:
         results = [result for part, result in tests if part == part_id]
@@ -18,27 +29,47 @@ def score_parts(part_ids: tuple[str, ...], tests: list[tuple[str, TestResult]]) 
             id=part_id,
             score=sum(result.score for result in results),
             max_score=sum(result.max_score for result in results),
-            hint=part_hint(results),
+            hint=None,
             tests=results,
+            hints=part_hints(results),
         ))
+    failing = {part.id for part in parts if part.score < part.max_score}
+    for part in parts:
+        culprits = [used for used in (uses or {}).get(part.id, ()) if used in failing]
+        if part.id in failing and culprits and _may_be_caused_by(part.hints, culprits):
+            part.hints = [fix_first(culprits), *part.hints][:MAX_HINTS]
+        part.hint = part.hints[0] if part.hints else None
     return parts
 
 
-def part_hint(results: list[TestResult]) -> str | None:
+def part_hints(results: list[TestResult]) -> list[str]:
+    """The distinct hints of the failing tests, costliest first (the points of the failed tests
+    that carry each); on a tie, a mistake a check named (outcome "failed") before what an
+    exception suggests (outcome "error"), before "not implemented"; then test order."""
     failing = [result for result in results if result.outcome != Outcome.PASSED]
-    if not failing:
-        return None
     for whole in _WHOLE_PART_HINTS:
-        if all(result.hint == whole for result in failing):
-            return whole
-    # A mistake a check named (outcome "failed") beats what an exception suggests
-    # (outcome "error"), which beats "not implemented"; within each, the first in test order.
-    for preferred in (
-        lambda r: r.outcome == Outcome.FAILED and r.hint not in _WHOLE_PART_HINTS,
-        lambda r: r.hint not in _WHOLE_PART_HINTS,
-        lambda r: True,
-    ):
-        hint = next((r.hint for r in failing if r.hint and preferred(r)), None)
-        if hint:
-            return hint
-    return None
+        if failing and all(result.hint == whole for result in failing):
+            return [whole]
+    lost: dict[str, float] = {}
+    rank: dict[str, int] = {}
+    for result in failing:
+        if result.hint:
+            lost[result.hint] = lost.get(result.hint, 0.0) + result.max_score - result.score
+            rank.setdefault(result.hint, 0 if result.outcome == Outcome.FAILED else 1)
+    order = sorted(lost, key=lambda hint: (hint in _WHOLE_PART_HINTS, -lost[hint], rank[hint]))
+    return order[:MAX_HINTS]
+
+
+def fix_first(parts: Sequence[str]) -> str:
+    if len(parts) == 1:
+        return f"fix {parts[0]} first (it fails its own tests)"
+    return f"fix {', '.join(parts)} first (they fail their own tests)"
+
+
+def _may_be_caused_by(own_hints: list[str], culprits: Sequence[str]) -> bool:
+    """Whether a part's failure may come from the failing parts it uses: not when its own stub
+    is what fails, nor when its headline already names one of them as hints name the
+    student's pieces ("uses your split_heads, which is still a stub")."""
+    headline = own_hints[0] if own_hints else ""
+    return headline not in _WHOLE_PART_HINTS and not any(re.search(rf"\byour {re.escape(name)}\b", headline)
+                                                         for name in culprits)

@@ -7,7 +7,8 @@ import torch
 from torch import nn
 
 from grader.checks import (CheckFailed, describe_difference, expect_close, expect_computes_with,
-                           expect_contract_parameters, expect_derivative, expect_equal, expect_raises, expect_tensor)
+                           expect_contract_parameters, expect_derivative, expect_equal, expect_raises, expect_tensor,
+                           names_mismatch)
 from grader.sandbox.errors import StudentException
 
 
@@ -40,7 +41,46 @@ def test_a_renamed_submodule_names_missing_and_unexpected():
     renamed.query = nn.Linear(3, 3)
     with pytest.raises(CheckFailed) as failure:
         check(renamed)
-    assert failure.value.hint == "missing ['W_q.bias', 'W_q.weight'], unexpected ['query.bias', 'query.weight']: use W_q"
+    assert failure.value.hint == "the contract names W_q; you have query: use W_q"
+    assert failure.value.message == "M() parameters: the contract names W_q; you have query"
+
+
+class SequentialFeedForward(nn.Module):
+    """The tutorial habit: the two layers in an nn.Sequential, not linear1 and linear2."""
+
+    def __init__(self, d_model: int, d_ff: int):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(d_model, d_ff), nn.ReLU(), nn.Linear(d_ff, d_model))
+
+
+def test_a_names_mismatch_deep_in_a_transformer_is_said_once_and_bounded():
+    from reference.layers import Transformer
+
+    def transformer() -> nn.Module:
+        return Transformer(11, 11, d_model=8, num_heads=2, num_encoder_layers=6, num_decoder_layers=6, d_ff=16)
+
+    student = transformer()
+    for layer in [*student.encoder_layers, *student.decoder_layers]:
+        layer.ffn = SequentialFeedForward(8, 16)
+    with pytest.raises(CheckFailed) as failure:
+        expect_contract_parameters("Transformer()", FakeRemote(student), transformer(), names_hint="see the table")
+    assert failure.value.hint == ("decoder_layers.0.ffn, decoder_layers.1.ffn, and 10 more: the contract names "
+                                  "linear1, linear2; you have net.0, net.2: see the table")
+    assert len(failure.value.message) < 300
+
+
+@pytest.mark.parametrize("contract, yours, said", [
+    (["W_o.weight"], ["W_o.weight", "W_o.bias"], "W_o: unexpected bias"),  # bias=False ignored
+    (["W_q.weight", "W_k.weight", "W_v.weight", "W_o.weight"], ["qkv.weight", "W_o.weight"],  # one fused projection
+     "the contract names W_k, W_q, W_v; you have qkv"),
+    (["weight", "bias"], ["gamma", "beta"], "the contract names bias, weight; you have beta, gamma"),  # own LayerNorm
+    (["attn.W_q.weight", "attn.W_k.weight"], ["attn.W_q.weight"], "attn: missing W_k"),
+    ([f"layers.{i}.linear{j}.weight" for i in range(20) for j in range(9)], ["weight"],  # nothing shared: bounded
+     "the contract names layers.0.linear0, layers.0.linear1, layers.0.linear2, layers.0.linear3, layers.0.linear4, "
+     "layers.0.linear5, and 174 more; you have weight"),
+])
+def test_names_mismatches_are_grouped_where_the_names_part(contract, yours, said):
+    assert names_mismatch(contract, yours) == said
 
 
 def test_a_wrong_shape_gets_the_shape_hint_and_says_which():

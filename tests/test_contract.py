@@ -83,3 +83,26 @@ def test_each_contract_mistake_is_made_by_a_mutant(assignment):
     assert set(mutants.CONTRACT_MISTAKES) == set(assignment.mistakes)
     for mistake, name in mutants.CONTRACT_MISTAKES.items():
         assert name in mutants.MUTANTS, f"{mistake!r}: no mutant {name!r}"
+
+
+
+def names_in(tree: ast.AST) -> set[str]:
+    """The names and string constants in ``tree``: what it can call a part by."""
+    return {node.id if isinstance(node, ast.Name) else node.value for node in ast.walk(tree)
+            if isinstance(node, ast.Name) or isinstance(node, ast.Constant) and isinstance(node.value, str)}
+
+
+def test_each_part_uses_what_it_says(assignment):
+    """A part's ``uses`` are parts of its assignment listed before it that its reference calls
+    (a part with no stub: that its hidden tests call)."""
+    definitions = {node.name: node for node in ast.parse(as_submission(module_for(assignment.id))).body
+                   if isinstance(node, ast.FunctionDef | ast.ClassDef)}
+    for index, part in enumerate(assignment.contract):
+        assert set(part.uses) <= set(assignment.parts[:index]), f"{part.name} uses {part.uses}: not parts before it"
+        if part.signature is not None:
+            called = names_in(definitions[part.name])
+        else:
+            sources = [path.read_text(encoding="utf-8") for path in assignment.hidden_suite.glob("test_*.py")]
+            called = set().union(*(names_in(ast.parse(source)) for source in sources if f'"{part.name}"' in source))
+        for used in part.uses:
+            assert used in called, f"{part.name} says it uses {used}, but its reference never calls it"

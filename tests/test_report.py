@@ -1,5 +1,6 @@
-"""The report's JSON form across schema versions: version 2 adds ``flags``; a version-1
-report still reads (upgraded, with no flags), and one from a newer grader is refused."""
+"""The report's JSON form across schema versions: version 2 adds ``flags``, version 3 each
+part's ``hints``; older reports still read (upgraded: no flags, the headline as the only
+hint), and one from a newer grader is refused."""
 
 from __future__ import annotations
 
@@ -20,31 +21,62 @@ def report(**changes) -> GradeReport:
     test = Result("test_values", "failed", "values differ", "a hint", 0.0, 2.0)
     fields = dict(assignment="01", submission="attention.py", status="graded", error=None, score=0.0, max_score=2.0,
                   device="cpu", duration_s=0.5, grader_version="0.1.0",
-                  parts=[PartResult("softmax", 0.0, 2.0, "a hint", [test])], submission_sha256="a" * 64)
+                  parts=[PartResult("softmax", 0.0, 2.0, "a hint", [test], ["a hint"])], submission_sha256="a" * 64)
     return GradeReport(**{**fields, **changes})
+
+
+def version_2(data: dict) -> dict:
+    """``data`` as a version-2 grader wrote it."""
+    return {**data, "schema_version": 2, "parts": [{key: value for key, value in part.items() if key != "hints"}
+                                                   for part in data["parts"]]}
 
 
 def version_1(data: dict) -> dict:
     """``data`` as a version-1 grader wrote it."""
-    old = {key: value for key, value in data.items() if key != "flags"}
+    old = {key: value for key, value in version_2(data).items() if key != "flags"}
     old["schema_version"] = 1
     return old
+
+
+def schema(version: int) -> dict:
+    return json.loads(resources.files("grader").joinpath(f"schema/report.v{version}.json").read_text())
 
 
 def test_a_report_with_flags_round_trips_and_is_valid():
     flagged = report(flags=[Flag("torch-internals", "attention.py line 2", "torch._C.DisableTorchFunction")])
     assert_valid(flagged)
     assert GradeReport.from_dict(json.loads(json.dumps(flagged.to_dict()))) == flagged
-    assert flagged.to_dict()["schema_version"] == SCHEMA_VERSION == 2
+    assert flagged.to_dict()["schema_version"] == SCHEMA_VERSION == 3
 
 
-def test_a_version_1_report_reads_as_version_2_with_no_flags():
+def test_a_version_1_report_reads_as_the_current_version_with_no_flags():
     old = version_1(report().to_dict())
-    v1_schema = json.loads(resources.files("grader").joinpath("schema/report.v1.json").read_text())
-    jsonschema.validate(old, v1_schema)  # what a version-1 grader wrote
+    jsonschema.validate(old, schema(1))  # what a version-1 grader wrote
     upgraded = GradeReport.from_dict(old)
-    assert upgraded.schema_version == 2 and upgraded.flags == []
+    assert upgraded.schema_version == SCHEMA_VERSION and upgraded.flags == []
+    assert upgraded == report()
     assert_valid(upgraded)
+
+
+def test_a_version_2_report_reads_with_its_headline_as_the_only_hint():
+    passing = PartResult("attention_scores", 1.0, 1.0, None, [Result("test_shape", "passed", "", None, 1.0, 1.0)])
+    current = report(parts=[*report().parts, passing])
+    old = version_2(current.to_dict())
+    jsonschema.validate(old, schema(2))  # what a version-2 grader wrote
+    upgraded = GradeReport.from_dict(old)
+    assert [part.hints for part in upgraded.parts] == [["a hint"], []]
+    assert upgraded == current
+    assert_valid(upgraded)
+
+
+def test_a_part_with_two_hints_round_trips_and_the_schema_bounds_them():
+    two = report(parts=[PartResult("softmax", 0.0, 2.0, "mask inverted", [], ["mask inverted", "unexpected W_o.bias"])])
+    assert_valid(two)
+    assert GradeReport.from_dict(json.loads(json.dumps(two.to_dict()))) == two
+    three = two.to_dict()
+    three["parts"][0]["hints"].append("a third")
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(three, load_schema())
 
 
 def test_a_report_from_a_newer_grader_is_refused():
@@ -92,3 +124,16 @@ def test_the_terminal_view_counts_the_flags_in_one_line():
     assert "1 flag(s) for the instructor" in shown([Flag("dynamic-code", "x.py line 1", "eval")])
     many = bounded(Flag("dynamic-code", f"x.py line {n}", "eval") for n in range(30))
     assert "20+ flag(s) for the instructor" in shown(many)
+
+
+def test_the_terminal_view_shows_both_hints_of_a_part_headline_first():
+    from rich.console import Console
+
+    from grader.render import render_report
+
+    console = Console(width=160, record=True)
+    two = PartResult("MultiHeadAttention", 2.0, 12.0, "fix split_heads first (it fails its own tests)", [],
+                     ["fix split_heads first (it fails its own tests)", "mask inverted"])
+    console.print(render_report(report(parts=[two])))
+    shown = console.export_text()
+    assert shown.index("fix split_heads first") < shown.index("also: mask inverted")

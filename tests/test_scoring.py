@@ -1,4 +1,4 @@
-"""Which hint a part shows, and how a test's exception becomes its outcome."""
+"""Which hints a part shows, and how a test's exception becomes its outcome."""
 
 from __future__ import annotations
 
@@ -9,11 +9,15 @@ from grader.checks import CheckFailed
 from grader.plugin import classify
 from grader.report import TestResult as Result
 from grader.sandbox.errors import StudentException, StudentTimeout
-from grader.scoring import part_hint, score_parts
+from grader.scoring import fix_first, part_hints, score_parts
 
 
 def result(outcome: str, hint: str | None, points: float = 1.0) -> Result:
     return Result("t", outcome, "message", hint, points if outcome == "passed" else 0.0, points)
+
+
+def part_hint(results: list[Result]) -> str | None:
+    return next(iter(part_hints(results)), None)
 
 
 def test_a_named_mistake_beats_an_exception_hint_that_came_first():
@@ -32,6 +36,58 @@ def test_whole_part_hint_when_every_failure_says_it():
 
 def test_no_hint_for_a_passing_part():
     assert part_hint([result("passed", None)]) is None
+
+
+def test_the_costliest_mistake_is_the_headline_and_a_second_one_follows():
+    # MultiHeadAttention: an unexpected W_o.bias costs one point, the inverted mask seven.
+    failing = [result("failed", "unexpected W_o.bias: use bias=bias"), result("passed", None, 3),
+               result("failed", "mask inverted", 2), result("error", "mask inverted", 2),
+               result("failed", "mask inverted", 3), result("failed", "unexpected W_o.bias: use bias=bias")]
+    assert part_hints(failing) == ["mask inverted", "unexpected W_o.bias: use bias=bias"]
+
+
+def test_points_lost_rank_hints_and_at_most_two_are_shown():
+    # train_step: the missing backward and step fail the trained-values tests; "return a float" one point.
+    failing = [result("failed", "return the loss as a float"), result("failed", "no optimizer step", 3),
+               result("failed", "no backward", 2), result("error", "no backward", 2), result("failed", None, 9)]
+    assert part_hints(failing) == ["no backward", "no optimizer step"]
+
+
+def test_not_implemented_comes_after_a_mistake_that_cost_less():
+    assert part_hints([result("failed", hints.NOT_IMPLEMENTED, 5), result("error", "missing .contiguous()")]) \
+        == ["missing .contiguous()", hints.NOT_IMPLEMENTED]
+
+
+def test_a_failing_part_whose_used_part_fails_says_fix_that_first_then_its_own_hint():
+    tests = [("split_heads", result("failed", "heads split with view and no transpose", 2)),
+             ("combine_heads", result("passed", None, 2)),
+             ("MultiHeadAttention", result("failed", "heads split with view and no transpose", 3)),
+             ("MultiHeadAttention", result("failed", None, 2))]
+    uses = {"MultiHeadAttention": ("split_heads", "combine_heads")}
+    mha = score_parts(("split_heads", "combine_heads", "MultiHeadAttention"), tests, uses)[2]
+    assert mha.hints == [fix_first(["split_heads"]), "heads split with view and no transpose"]
+    assert mha.hint == "fix split_heads first (it fails its own tests)"
+
+
+@pytest.mark.parametrize("mha_tests, hints_shown", [
+    ([result("passed", None, 3)], []),  # passes everything: untouched
+    ([result("failed", hints.NOT_IMPLEMENTED, 3)], [hints.NOT_IMPLEMENTED]),  # its own stub is what fails
+    ([result("error", "MultiHeadAttention uses your split_heads, which is still a stub (see README)", 3)],
+     ["MultiHeadAttention uses your split_heads, which is still a stub (see README)"]),  # already says so
+    ([result("failed", None, 3)], [fix_first(["split_heads"])]),  # raw "values differ": the used part is named
+])
+def test_fix_first_only_where_the_used_part_may_be_the_cause(mha_tests, hints_shown):
+    tests = [("split_heads", result("failed", hints.NOT_IMPLEMENTED)), *(("MultiHeadAttention", t) for t in mha_tests)]
+    parts = score_parts(("split_heads", "MultiHeadAttention"), tests, {"MultiHeadAttention": ("split_heads",)})
+    assert parts[1].hints == hints_shown and parts[1].hint == next(iter(hints_shown), None)
+
+
+def test_two_failing_used_parts_are_named_together():
+    tests = [("split_heads", result("failed", None)), ("combine_heads", result("error", None)),
+             ("MultiHeadAttention", result("failed", "mask inverted"))]
+    parts = score_parts(("split_heads", "combine_heads", "MultiHeadAttention"), tests,
+                        {"MultiHeadAttention": ("split_heads", "combine_heads")})
+    assert parts[2].hints == ["fix split_heads, combine_heads first (they fail their own tests)", "mask inverted"]
 
 
 def test_parts_keep_contract_order_and_sum_points():

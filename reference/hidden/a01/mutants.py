@@ -28,9 +28,10 @@ MUTANTS: dict[str, tuple[tuple[str, str], dict[str, str | None]]] = {
         {"softmax": variants.FORBIDDEN_SOFTMAX}),
     "scores scaled": (
         ("return query @ keys.transpose(-2, -1)", "return query @ keys.transpose(-2, -1) / math.sqrt(query.size(-1))"),
-        # scaled_dot_product_attention scales again, and SelfAttention calls it.
-        {"attention_scores": variants.SCORES_SCALED, "scaled_dot_product_attention": variants.SCALE_D_K,
-         "SelfAttention": variants.SCALE_D_K}),
+        # scaled_dot_product_attention scales again, and SelfAttention calls it: each says
+        # which part it uses to fix first (the contract's uses).
+        {"attention_scores": variants.SCORES_SCALED, "scaled_dot_product_attention": "fix attention_scores first",
+         "SelfAttention": "fix scaled_dot_product_attention first"}),
     "scores transposed": (
         ("return query @ keys.transpose(-2, -1)", "return keys @ query.transpose(-2, -1)"),
         {"attention_scores": variants.SCORES_TRANSPOSED, "scaled_dot_product_attention": variants.OWN_PIECES_WRONG,
@@ -38,16 +39,18 @@ MUTANTS: dict[str, tuple[tuple[str, str], dict[str, str | None]]] = {
     "not scaled": (
         ("/ math.sqrt(d_k)", "/ 1.0"),
         # SelfAttention calls the student's own scaled_dot_product_attention, so it breaks too.
-        {"scaled_dot_product_attention": variants.NO_SCALE, "SelfAttention": variants.NO_SCALE}),
+        {"scaled_dot_product_attention": variants.NO_SCALE, "SelfAttention": "fix scaled_dot_product_attention first"}),
     "scaled by d_k": (
         ("/ math.sqrt(d_k)", "/ d_k"),
-        {"scaled_dot_product_attention": variants.SCALE_D_K, "SelfAttention": variants.SCALE_D_K}),
+        {"scaled_dot_product_attention": variants.SCALE_D_K, "SelfAttention": "fix scaled_dot_product_attention first"}),
     "scaled by sqrt(T)": (
         ("d_k = q.size(-1)", "d_k = q.size(-2)"),
-        {"scaled_dot_product_attention": variants.SCALE_BY_LENGTH, "SelfAttention": variants.SCALE_BY_LENGTH}),
+        {"scaled_dot_product_attention": variants.SCALE_BY_LENGTH,
+         "SelfAttention": "fix scaled_dot_product_attention first"}),
     "attention softmax over the wrong dimension": (
         ("weights = softmax(scores, dim=-1)", "weights = softmax(scores, dim=-2)"),
-        {"scaled_dot_product_attention": variants.SOFTMAX_DIM, "SelfAttention": variants.SOFTMAX_DIM}),
+        {"scaled_dot_product_attention": variants.SOFTMAX_DIM,
+         "SelfAttention": "fix scaled_dot_product_attention first"}),
     "mask inverted": (
         ("scores.masked_fill(~mask,", "scores.masked_fill(mask,"),
         {"scaled_dot_product_attention": variants.MASK_INVERTED}),

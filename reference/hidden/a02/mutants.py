@@ -13,16 +13,17 @@ from reference.hidden.a02 import variants
 CAUSAL = "torch.ones(T, T, dtype=torch.bool, device=device).tril()"
 
 MUTANTS: dict[str, tuple[tuple[str, str], dict[str, str | None]]] = {
-    # CausalSelfAttention builds its buffer with the student's own causal_mask, so it breaks too.
+    # CausalSelfAttention builds its buffer with the student's own causal_mask, so it breaks too,
+    # and says to fix causal_mask first (the contract's uses).
     "causal mask with triu": (
         (CAUSAL, CAUSAL.replace(".tril()", ".triu()")),
-        {"causal_mask": variants.CAUSAL_TRIU, "CausalSelfAttention": variants.CAUSAL_TRIU}),
+        {"causal_mask": variants.CAUSAL_TRIU, "CausalSelfAttention": "fix causal_mask first"}),
     "causal mask marks the blocked positions": (
         (CAUSAL, CAUSAL.replace(".tril()", ".triu(1)")),
-        {"causal_mask": variants.CAUSAL_BLOCKED, "CausalSelfAttention": variants.CAUSAL_BLOCKED}),
+        {"causal_mask": variants.CAUSAL_BLOCKED, "CausalSelfAttention": "fix causal_mask first"}),
     "causal mask without the diagonal": (
         (CAUSAL, CAUSAL.replace(".tril()", ".tril(-1)")),
-        {"causal_mask": variants.CAUSAL_NO_DIAGONAL, "CausalSelfAttention": variants.CAUSAL_NO_DIAGONAL}),
+        {"causal_mask": variants.CAUSAL_NO_DIAGONAL, "CausalSelfAttention": "fix causal_mask first"}),
     "padding mask inverted": (
         ("(tokens != pad_idx)", "(tokens == pad_idx)"),
         {"padding_mask": variants.PADDING_INVERTED}),
@@ -45,7 +46,7 @@ MUTANTS: dict[str, tuple[tuple[str, str], dict[str, str | None]]] = {
         {"dropout": variants.DROPOUT_SCALED_BY_KEEP}),
     "dropout active at evaluation": (
         ("if not training or p == 0.0:", "if p == 0.0:"),
-        {"dropout": variants.DROPOUT_IN_EVAL, "CausalSelfAttention": variants.CSA_DROPOUT_IN_EVAL}),
+        {"dropout": variants.DROPOUT_IN_EVAL, "CausalSelfAttention": "fix dropout first"}),
     "dropout with p as the keep probability": (
         ("dtype=dtype) >= p", "dtype=dtype) < p"),
         {"dropout": variants.DROPOUT_P_AS_KEEP}),

@@ -13,11 +13,12 @@ from reference.hidden.a03 import variants
 MUTANTS: dict[str, tuple[tuple[str, str], dict[str, str | None]]] = {
     "split with view, no transpose": (
         ("x.view(batch, length, num_heads, d_k).transpose(1, 2)", "x.reshape(batch, num_heads, length, d_k)"),
-        {"split_heads": variants.NO_TRANSPOSE_SPLIT, "MultiHeadAttention": variants.NO_TRANSPOSE_SPLIT}),
+        # MultiHeadAttention calls the student's own split_heads: fix that first (the contract's uses).
+        {"split_heads": variants.NO_TRANSPOSE_SPLIT, "MultiHeadAttention": "fix split_heads first"}),
     "missing contiguous": (
         ("x.transpose(1, 2).contiguous().view(", "x.transpose(1, 2).view("),
-        # MultiHeadAttention calls the student's own combine_heads, so it breaks too.
-        {"combine_heads": ".contiguous()", "MultiHeadAttention": ".contiguous()"}),
+        # MultiHeadAttention calls the student's own combine_heads, so it breaks too: fix that first.
+        {"combine_heads": ".contiguous()", "MultiHeadAttention": "fix combine_heads first"}),
     "scaled by sqrt(d_model)": (
         ("d_k = q.size(-1)\n", "d_k = q.size(-1) * q.size(1)\n"),
         {"MultiHeadAttention": variants.SCALE_D_MODEL}),

@@ -80,7 +80,8 @@ MUTANTS: dict[str, tuple[tuple[str, str], dict[str, str | None]]] = {
         {"train_step": variants.NO_ZERO_GRAD}),
     "no optimizer step": (
         ("    optimizer.step()\n", ""),
-        {"train_step": variants.NO_STEP, "end_to_end": variants.NO_STEP}),
+        # end_to_end trains with the student's train_step: fix that first (the contract's uses).
+        {"train_step": variants.NO_STEP, "end_to_end": "fix train_step first"}),
     "clipping after the step": (
         (CLIP_THEN_STEP, "    optimizer.step()\n    nn.utils.clip_grad_norm_(model.parameters(), clip_norm)\n"),
         {"train_step": variants.CLIP_AFTER_STEP}),
