@@ -437,3 +437,26 @@ def test_seccomp_refuses_what_a_submission_never_needs_and_allows_the_rest(sessi
     unfiltered = session_for("import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
                              "def attempt(number, *args):\n    return libc.syscall(number, *args)\n", sandbox="off")
     assert unfiltered.call("attempt", *unshare_user) == 0  # what the filter prevents, as root
+
+
+def test_after_a_timeout_the_session_gives_calls_that_may_run_the_hung_code_the_shorter_limit(session_for):
+    session = session_for("def split_heads(x, num_heads):\n"
+                          "    while num_heads == 6:\n        pass\n    return x\n",
+                          "def attend(x):\n    return split_heads(x, 2)\n",
+                          "def unrelated(x):\n    return x\n",
+                          limits=replace(HANGS, hung_call_timeout_s=0.5))
+    given: list[tuple[str, float]] = []
+    exchange = session._process.exchange
+
+    def spy(header, tensors, label, timeout_s=None):
+        given.append((label, timeout_s))
+        return exchange(header, tensors, label, timeout_s)
+
+    session._process.exchange = spy
+    with pytest.raises(StudentTimeout, match="time limit of 2 s exceeded"):
+        session.call("split_heads", torch.ones(2), 6)
+    for name in ("split_heads", "attend", "unrelated"):
+        session.call(name, torch.ones(2), *([2] if name == "split_heads" else []))
+    assert given == [("split_heads", 2.0), ("split_heads", 0.5), ("attend", 0.5), ("unrelated", 2.0)]
+    with pytest.raises(StudentTimeout, match=r"time limit of 0.5 s exceeded \(split_heads ran past"):
+        session.call("split_heads", torch.ones(2), 6)

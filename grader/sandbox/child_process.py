@@ -58,13 +58,16 @@ class ChildProcess:
         the first request, and after one that timed out or crashed the child)."""
         self._live_child()
 
-    def exchange(self, header: dict, tensors: dict[str, torch.Tensor], label: str) -> tuple[dict, Any]:
+    def exchange(self, header: dict, tensors: dict[str, torch.Tensor], label: str,
+                 timeout_s: float | None = None) -> tuple[dict, Any]:
         """Send one request to the live child and wait for its reply, within the call's time
-        limit and what is left of the submission's. Returns the reply and, when its status is
+        limit (``timeout_s``, by default ``limits.call_timeout_s``) and what is left of the
+        submission's. Returns the reply and, when its status is
         OK, its decoded value. A child that runs past the deadline, hangs up or sends no valid
         reply is retired: :class:`StudentTimeout` or :class:`StudentCrashed`."""
         child = self._live_child()
-        deadline, budget_bound = self._deadline(self.limits.call_timeout_s)
+        timeout_s = self.limits.call_timeout_s if timeout_s is None else timeout_s
+        deadline, budget_bound = self._deadline(timeout_s)
         started = time.monotonic()
         try:
             protocol.send(child.sock, header, tensors, deadline)
@@ -73,7 +76,7 @@ class ChildProcess:
             return reply, value
         except Deadline:
             self._retire()
-            raise StudentTimeout(self._time_limit_message(label, budget_bound)) from None
+            raise StudentTimeout(self._time_limit_message(label, budget_bound, timeout_s)) from None
         except (PeerClosed, BrokenPipeError, ConnectionResetError):
             why = self._retire(hung_up=True)
             raise StudentCrashed(f"{label}: your code ended the process ({why})") from None
@@ -111,10 +114,10 @@ class ChildProcess:
     def _time_used_up(self) -> str:
         return f"your submission used up its total time limit of {self.limits.student_time_s:g} s"
 
-    def _time_limit_message(self, label: str, budget_bound: bool) -> str:
+    def _time_limit_message(self, label: str, budget_bound: bool, timeout_s: float) -> str:
         if budget_bound:
             return f"{label}: {self._time_used_up()}"
-        return f"{label}: time limit of {self.limits.call_timeout_s:g} s exceeded"
+        return f"{label}: time limit of {timeout_s:g} s exceeded"
 
     # ---- loading the program into a fresh child ------------------------------------------------
 

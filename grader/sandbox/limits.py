@@ -14,6 +14,7 @@ _PR_SET_PDEATHSIG = 1
 @dataclass(frozen=True)
 class Limits:
     call_timeout_s: float = 10.0  # wall clock for one call into student code
+    hung_call_timeout_s: float = 0.25  # for later calls of a function that ran past call_timeout_s (hung_calls.py)
     cell_timeout_s: float = 10.0  # wall clock for one notebook cell (or a .py's top level)
     load_timeout_s: float = 60.0  # wall clock for running all of a submission's cells, each time a child starts
     student_time_s: float = 300.0  # wall clock for all of one submission's code, over every call and child

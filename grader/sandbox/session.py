@@ -22,6 +22,7 @@ import torch
 from grader.ingest import Program
 from grader.sandbox import protocol
 from grader.sandbox.child_process import ChildProcess
+from grader.sandbox.hung_calls import HungCalls
 from grader.sandbox.errors import (
     MESSAGE_CHARS,
     TRACEBACK_CHARS,
@@ -29,6 +30,7 @@ from grader.sandbox.errors import (
     StudentCrashed,
     StudentException,
     StudentNotFound,
+    StudentTimeout,
     reported_type_name,
 )
 from grader.sandbox.limits import Limits
@@ -47,6 +49,7 @@ class Backward:
 class StudentSession:
     def __init__(self, zygote: Zygote, program: Program, limits: Limits):
         self._process = ChildProcess(zygote, program, limits)
+        self._hung = HungCalls(program, limits)
         self._watch: tuple[set[str], list[str]] | None = None  # see watching()
 
     # ---- the API hidden tests use --------------------------------------------------------
@@ -138,7 +141,12 @@ class StudentSession:
             header[key] = encoder.encode(value)
         if self._watch:
             header["watch"] = sorted(self._watch[0])
-        reply, value = self._process.exchange(header, encoder.tensors, label)
+        timeout_s, shortened = self._hung.timeout_s(label)
+        try:
+            reply, value = self._process.exchange(header, encoder.tensors, label, timeout_s)
+        except StudentTimeout as exc:
+            self._hung.timed_out(label)
+            raise StudentTimeout(f"{exc} ({shortened})" if shortened else str(exc)) from None
         status = reply.get("status")
         if self._watch and isinstance(reply.get("ops"), list):
             watched, seen = self._watch

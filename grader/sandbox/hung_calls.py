@@ -1,0 +1,65 @@
+"""Which of a submission's functions hung, and the shorter time limit their later calls get.
+
+A function that ran past the per-call limit once (``while True: pass`` in ``split_heads``)
+would cost that whole limit again in every test that calls it. So after one of its calls
+timed out, later calls of it get ``Limits.hung_call_timeout_s`` instead; so do calls of
+what may run its code or hold the hang (a ``MultiHeadAttention`` whose forward calls a
+hung ``split_heads``, and ``split_heads`` once that forward hung): any function or class
+whose code reads its name, or whose name its code reads, directly or not. Which names a
+definition reads is parsed here (:mod:`grader.parsed_source`), never asked of the
+student's process.
+
+The shorter limit is still generous for correct code: every call the hidden suites make
+takes at most about 20 ms on the reference, round trip included, so a correct function
+100 times slower than the reference finishes well within it; and a function that never
+timed out keeps the full per-call limit, however slow.
+"""
+
+from __future__ import annotations
+
+from grader.ingest import Program
+from grader.parsed_source import ParsedSource
+from grader.sandbox.limits import Limits
+
+
+class HungCalls:
+    """One submission's functions that timed out, by module-level name."""
+
+    def __init__(self, program: Program, limits: Limits):
+        self._limits = limits
+        self._reads: dict[str, set[str]] = {}  # module-level name -> names its definitions read
+        for statement in ParsedSource(program).statements:
+            for name in statement.binds:
+                self._reads.setdefault(name, set()).update(statement.loads)
+        self._hung: set[str] = set()
+
+    def timeout_s(self, label: str) -> tuple[float, str | None]:
+        """The time limit for a call (``split_heads``, ``MultiHeadAttention.forward``) and,
+        when it is the shorter one, why."""
+        name = _name_of(label)
+        hung = {h for h in self._hung if h in self._reached_from(name) or name in self._reached_from(h)}
+        if not hung:
+            return self._limits.call_timeout_s, None
+        culprit = min(hung)
+        timeout_s = min(self._limits.hung_call_timeout_s, self._limits.call_timeout_s)
+        return timeout_s, (
+            f"{culprit} ran past the time limit of {self._limits.call_timeout_s:g} s in an earlier test, so "
+            f"calls that may run its code get {timeout_s:g} s")
+
+    def timed_out(self, label: str) -> None:
+        self._hung.add(_name_of(label))
+
+    def _reached_from(self, name: str) -> set[str]:
+        reached, pending = {name}, [name]
+        while pending:
+            for read in self._reads.get(pending.pop(), ()):
+                if read not in reached:
+                    reached.add(read)
+                    pending.append(read)
+        return reached
+
+
+def _name_of(label: str) -> str:
+    """The module-level name a call's label starts with: ``MultiHeadAttention.forward`` ->
+    ``MultiHeadAttention``."""
+    return label.split(".", 1)[0]
