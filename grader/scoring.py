@@ -43,9 +43,14 @@ def score_parts(part_ids: tuple[str, ...], tests: list[tuple[str, TestResult]],
 
 
 def part_hints(results: list[TestResult]) -> list[str]:
-    """The distinct hints of the failing tests, costliest first (the points of the failed tests
-    that carry each); on a tie, a mistake a check named (outcome "failed") before what an
-    exception suggests (outcome "error"), before "not implemented"; then test order."""
+    """The distinct hints of the failing tests: the mistakes a check named (outcome "failed")
+    before what an exception suggests (outcome "error"), each kind costliest first (the points
+    of the failed tests that carry each hint); "not implemented" last; then test order.
+
+    A named mistake is evidence (the output matched what that mistake computes); an exception's
+    hint is a guess from the error message, and the crash is often the same mistake showing on
+    another input (a pe stored with a batch dimension fails to broadcast), so a guess never
+    headlines over a named mistake."""
     failing = [result for result in results if result.outcome != Outcome.PASSED]
     for whole in _WHOLE_PART_HINTS:
         if failing and all(result.hint == whole for result in failing):
@@ -55,8 +60,9 @@ def part_hints(results: list[TestResult]) -> list[str]:
     for result in failing:
         if result.hint:
             lost[result.hint] = lost.get(result.hint, 0.0) + result.max_score - result.score
-            rank.setdefault(result.hint, 0 if result.outcome == Outcome.FAILED else 1)
-    order = sorted(lost, key=lambda hint: (hint in _WHOLE_PART_HINTS, -lost[hint], rank[hint]))
+            kind = 0 if result.outcome == Outcome.FAILED else 1  # named by a check anywhere: named
+            rank[result.hint] = min(rank.get(result.hint, kind), kind)
+    order = sorted(lost, key=lambda hint: (hint in _WHOLE_PART_HINTS, rank[hint], -lost[hint]))
     return order[:MAX_HINTS]
 
 

@@ -53,6 +53,17 @@ def test_points_lost_rank_hints_and_at_most_two_are_shown():
     assert part_hints(failing) == ["no backward", "no optimizer step"]
 
 
+def test_a_guess_from_an_exception_never_headlines_over_a_named_mistake():
+    # 04: a pe stored with a batch dimension is named by the values test (3 points) and crashes
+    # the tests with other batch sizes (9 points), whose error message only suggests a cause.
+    failing = [result("error", "two tensors' shapes do not line up", 4), result("failed", "store pe as (max_len, d_model)", 3),
+               result("error", "two tensors' shapes do not line up", 5)]
+    assert part_hints(failing) == ["store pe as (max_len, d_model)", "two tensors' shapes do not line up"]
+    # A hint some check named counts as named, whichever outcome carried it first.
+    assert part_hints([result("error", "mask inverted", 3), result("failed", "mask inverted"),
+                       result("failed", "unexpected W_o.bias", 2)]) == ["mask inverted", "unexpected W_o.bias"]
+
+
 def test_not_implemented_comes_after_a_mistake_that_cost_less():
     assert part_hints([result("failed", hints.NOT_IMPLEMENTED, 5), result("error", "missing .contiguous()")]) \
         == ["missing .contiguous()", hints.NOT_IMPLEMENTED]
