@@ -111,3 +111,14 @@ def test_a_d2l_style_encoder_layer_with_its_ffn_inline(grade05):
     assert STOCK_REPLACED.format(attrs="ffn", names="0, 2", piece="FeedForward", part="EncoderLayer") in hint, hint
     assert all(full_marks(report, part_id) for part_id in ("FeedForward", "DecoderLayer")), \
         [(p.id, p.hint) for p in report.parts]
+
+
+def test_every_check_of_scaled_dot_product_attention_wants_the_pair(grade_source):
+    # A tutorial that returns only the output: the gradient check agrees with the value checks.
+    reference = as_submission(module_for("01"))
+    lone = mutant(mutant(reference, "    return weights @ v, weights  #", "    return weights @ v  #"),
+                  "output, _ = scaled_dot_product_attention(q, k, v)", "output = scaled_dot_product_attention(q, k, v)")
+    report = grade_source(lone, assignment=ASSIGNMENT_01)
+    result = part(report, "scaled_dot_product_attention")
+    assert result.score == 0, [(test.name, test.outcome) for test in result.tests]
+    assert full_marks(report, "SelfAttention"), part(report, "SelfAttention").hint
