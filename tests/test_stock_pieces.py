@@ -122,3 +122,14 @@ def test_every_check_of_scaled_dot_product_attention_wants_the_pair(grade_source
     result = part(report, "scaled_dot_product_attention")
     assert result.score == 0, [(test.name, test.outcome) for test in result.tests]
     assert full_marks(report, "SelfAttention"), part(report, "SelfAttention").hint
+
+
+def test_a_lazy_linear_multi_head_attention_gets_full_marks(grade_source):
+    # The grader inspects a lazy module once it is materialized: nothing here is the student's mistake.
+    lazy = as_submission(module_for("03"))
+    for name in ("W_q", "W_k", "W_v", "W_o"):
+        lazy = mutant(lazy, f"self.{name} = nn.Linear(d_model, d_model, bias=bias)",
+                      f"self.{name} = nn.LazyLinear(d_model, bias=bias)")
+    report = grade_source(lazy)
+    assert report.status == Status.GRADED, report.error
+    assert full_marks(report, "MultiHeadAttention"), part(report, "MultiHeadAttention").hint
