@@ -8,12 +8,19 @@ once; here it only adds a note saying which piece to fix first. Pieces are descr
 :class:`Piece` (how to call the student's one, and what the reference's gives on the same
 input); :func:`diagnosing` names a piece that raises by itself, and :func:`call_part` names
 an unfinished part that the graded one calls.
+
+A part is built holding the reference's weights (:func:`new_graded_like`). Where one of its
+pieces has other parameter names than the contract's (an ``nn.Sequential`` FeedForward),
+those weights cannot go into it: a grader-owned :class:`StockPiece` with the contract's
+names takes its place, so the part is graded on its own wiring, and the hint says so
+(:func:`noting_stock`). The part's own names (a misnamed submodule) still cost points here.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from weakref import WeakKeyDictionary
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +37,9 @@ PIECES_DIFFER = "also wrong (compared with the reference holding the same weight
 PIECE_RAISES = "your {piece} raises an exception on these inputs: fix it first ({where})"
 GRAPH_CUT = ("every submodule must take part in forward, and nothing may cut the autograd graph "
              "(.detach(), torch.no_grad(), .data)")
+STOCK_REPLACED = ("your {attrs}'s parameters are not named (or shaped) as the contract says ({names}); it was "
+                  "replaced by a "
+                  "stock {piece} to grade the {part}'s wiring: {piece}'s names cost points there")
 # Along a unit direction. The reference's central differences are within 0.05% of its
 # gradients' norms; at 1e-2 the curvature of a whole layer's parameters makes that 5-12%.
 GRADIENT_STEP = 1e-3
@@ -222,3 +232,97 @@ def call_part(student: Student, name: str, *args: Any, **kwargs: Any) -> Any:
         callee = exc.message.split(":")[0]
         raise CheckFailed(f"{name} calls {callee}, which is not implemented yet ({exc.message})",
                           hints.NOT_IMPLEMENTED) from None
+
+
+# ---- stock pieces: a part graded on its own wiring when a piece's names differ ------------
+
+
+@dataclass(frozen=True)
+class StockPiece:
+    """A grader-owned stand-in for every sub-module of the reference of class ``name``.
+
+    ``build`` takes the reference's sub-module and returns a stock twin with the same
+    parameter names, built in the student's process (from source the suite sends there
+    with ``student.define``); it gets the reference's weights with the rest of the part."""
+
+    name: str  # the reference sub-module's class, e.g. "FeedForward"
+    build: Callable[[nn.Module], Remote]
+
+
+_STOCK_NOTES: WeakKeyDictionary = WeakKeyDictionary()  # module -> the notes on its stock pieces
+
+
+def new_graded_like(student: Student, reference: nn.Module, class_name: str, *args: Any,
+                    stock: Sequence[StockPiece] = (), **kwargs: Any) -> Remote:
+    """``student.new_like``, but a piece of the part whose parameter names or shapes are
+    not the contract's is first replaced by its :class:`StockPiece` (see :func:`with_stock`)."""
+    module = with_stock(student.new(class_name, *args, **kwargs), reference, stock)
+    parameters = dict(reference.named_parameters())
+    if parameters:
+        module.load_parameters(parameters)  # strict; this also materializes lazy modules
+    return module
+
+
+def with_stock(module: Remote, reference: nn.Module, stock: Sequence[StockPiece]) -> Remote:
+    """Move ``module`` to the reference's device, and put a stock piece in place of each of
+    its sub-modules that stands where the reference has a piece ``stock`` covers, but with
+    other parameter names or shapes. A sub-module the student named otherwise (no
+    parameters under the contract's name) is the part's own mistake: left as it is."""
+    parameters = list(reference.parameters())
+    device = parameters[0].device if parameters else torch.device("cpu")
+    module.method("to", device)
+    by_class = {piece.name: piece for piece in stock}
+    found = module.inspect()
+    if not found["module"]:
+        return module
+    got = {**found["parameters"], **{name: None for name in found["uninitialized"]}}  # None: shape not known yet
+    replaced: dict[str, list[tuple[str, list[str]]]] = {}
+    for path, sub in reference.named_modules():
+        piece = by_class.get(type(sub).__name__)
+        if piece is None or not path or any(path.startswith(done + ".") for done, _ in _flat(replaced)):
+            continue
+        want = {name[len(path) + 1:]: list(p.shape) for name, p in reference.named_parameters() if
+                name.startswith(path + ".")}
+        have = {name[len(path) + 1:]: shape for name, shape in got.items() if name.startswith(path + ".")}
+        if not have or (have.keys() == want.keys() and all(have[n] in (None, want[n]) for n in want)):
+            continue
+        owner = module
+        *parents, attr = path.split(".")
+        for parent in parents:
+            owner = owner.attr(parent)
+        owner.method("__setattr__", attr, piece.build(sub).method("to", device))
+        replaced.setdefault(piece.name, []).append((path, sorted({n.rpartition(".")[0] or n for n in have})))
+    notes = [STOCK_REPLACED.format(attrs=_some([path for path, _ in paths]), names=", ".join(paths[0][1]),
+                                   piece=name, part=type(reference).__name__) for name, paths in replaced.items()]
+    if notes:
+        _STOCK_NOTES[module] = "; ".join(notes)
+    return module
+
+
+@contextmanager
+def noting_stock(module: Remote) -> Iterator[None]:
+    """A check that fails on ``module`` says which of its pieces are stock, and why."""
+    try:
+        yield
+    except CheckFailed as failure:
+        note = _STOCK_NOTES.get(module)
+        if note is None:
+            raise
+        raise CheckFailed(failure.message, "; ".join(filter(None, [failure.hint, note])), failure.flags) from None
+
+
+def materialized(module: Remote, forward: Callable[[], Any]) -> Remote:
+    """``module``, after ``forward()`` ran once if it is lazy (``nn.LazyLinear``): only then
+    can its parameters' shapes be inspected."""
+    if module.inspect()["uninitialized"]:
+        with torch.no_grad():
+            forward()
+    return module
+
+
+def _flat(replaced: dict[str, list[tuple[str, list[str]]]]) -> list[tuple[str, list[str]]]:
+    return [entry for entries in replaced.values() for entry in entries]
+
+
+def _some(paths: list[str]) -> str:
+    return ", ".join(paths) if len(paths) <= 2 else f"{paths[0]} (and {len(paths) - 1} more like it)"

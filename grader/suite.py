@@ -51,6 +51,14 @@ reach every submodule and input; :func:`call_part` calls a part and names an unf
 it calls. :func:`describe_piece`, ``PIECE_RAISES`` and ``PIECES_DIFFER`` word those notes;
 ``GRAPH_CUT`` is the hint when a gradient does not arrive.
 
+Stock pieces: build a composite part with :func:`new_graded_like` (``student.new_like`` with
+``stock=[StockPiece("FeedForward", build)]``): a piece whose parameter names differ from the
+contract's is replaced, in the student's process, by grader-owned code holding the
+reference's weights (:func:`with_stock` does it to a module already built), and
+:func:`noting_stock` adds ``STOCK_REPLACED`` to the hint of a check that fails on it. A
+lazy module (``nn.LazyLinear``) reports ``inspect()["uninitialized"]``; loading parameters
+materializes it, and :func:`materialized` runs a forward pass before an inspection.
+
 Source rules: :func:`check_function` reads which names a function of the submission can
 reach, in the trusted process (:class:`SourceCheck`).
 """
@@ -72,12 +80,18 @@ from grader.part_isolation import (
     GRAPH_CUT,
     PIECE_RAISES,
     PIECES_DIFFER,
+    STOCK_REPLACED,
     Piece,
+    StockPiece,
     call_part,
     describe_piece,
     diagnosing,
     expect_gradients,
     expect_wiring,
+    materialized,
+    new_graded_like,
+    noting_stock,
+    with_stock,
 )
 from grader.sandbox.errors import StudentCrashed, StudentError, StudentException, StudentNotFound, StudentTimeout
 from grader.sandbox.session import Backward
@@ -97,6 +111,8 @@ __all__ = [
     # part isolation
     "GRAPH_CUT", "PIECE_RAISES", "PIECES_DIFFER", "Piece", "call_part", "describe_piece", "diagnosing",
     "expect_gradients", "expect_wiring",
+    # stock pieces and lazy modules
+    "STOCK_REPLACED", "StockPiece", "materialized", "new_graded_like", "noting_stock", "with_stock",
     # source rules
     "SourceCheck", "check_function",
 ]

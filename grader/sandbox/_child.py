@@ -329,10 +329,16 @@ class _Server:
         obj = self._objects[header["handle"]]
         if not isinstance(obj, torch.nn.Module):
             return {"module": False}
+        # A lazy module's (nn.LazyLinear) parameters have no shape until its first forward
+        # or load_state_dict: named apart, so the grader can materialize it first.
+        # (A parameter and a buffer cannot share a name.)
+        tensors = [*obj.named_parameters(), *obj.named_buffers()]
+        lazy = {name for name, t in tensors if isinstance(t, torch.nn.parameter.UninitializedTensorMixin)}
         return {
             "module": True,
-            "parameters": {name: list(p.shape) for name, p in obj.named_parameters()},
-            "buffers": {name: list(b.shape) for name, b in obj.named_buffers()},
+            "parameters": {name: list(p.shape) for name, p in obj.named_parameters() if name not in lazy},
+            "buffers": {name: list(b.shape) for name, b in obj.named_buffers() if name not in lazy},
+            "uninitialized": sorted(lazy),
             "training": obj.training,
         }
 

@@ -207,7 +207,8 @@ class RemoteObject:
                                       f"{self.type_name}.{name}", (), {}, owner=self)
 
     def inspect(self) -> dict:
-        """For a module: parameter and buffer names with shapes, and the training flag."""
+        """For a module: parameter and buffer names with shapes, the names of those a lazy
+        module has not materialized yet (``uninitialized``), and the training flag."""
         reply = self._session._request({"op": "inspect", "handle": self.handle.id}, self.type_name, (), {}, owner=self)
         if not _is_inspection(reply):
             raise StudentCrashed(f"{self.type_name}: malformed reply to an inspection of the module")
@@ -229,7 +230,9 @@ def _is_inspection(reply: Any) -> bool:
         return isinstance(value, dict) and all(
             isinstance(shape, list) and all(type(n) is int and n >= 0 for n in shape) for shape in value.values())
 
-    return shapes(reply.get("parameters")) and shapes(reply.get("buffers")) and isinstance(reply.get("training"), bool)
+    lazy = reply.get("uninitialized")  # names of a lazy module's tensors, which have no shape yet
+    return (shapes(reply.get("parameters")) and shapes(reply.get("buffers")) and isinstance(reply.get("training"), bool)
+            and isinstance(lazy, list) and all(isinstance(name, str) for name in lazy))
 
 
 def _unwrap(value: Any) -> Any:

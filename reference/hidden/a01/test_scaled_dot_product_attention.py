@@ -130,6 +130,8 @@ def test_sdpa_gradients(student, make_input):
     output, weights = scaled_dot_product_attention(q, k, v)
     output.backward(grad_output)
     got = student.backward("scaled_dot_product_attention", q, k, v, grad_output=(grad_output, torch.zeros_like(weights)))
+    # The same return convention as every other test: gradients of a lone output do not count.
+    expect_pair("scaled_dot_product_attention(q, k, v)", got.output, q, k, v, shapes=True)
     # Backward through two matmuls and a softmax in float32: rounding ~1e-6.
     for name, tensor, grad in zip("qkv", (q, k, v), got.input_grads):
         expect_close(f"gradient of the output w.r.t. {name}", grad, tensor.grad, atol=1e-4, rtol=1e-3)

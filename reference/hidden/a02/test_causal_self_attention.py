@@ -9,6 +9,7 @@ from grader.suite import (
     expect_raises,
     expect_tensor,
     is_close,
+    materialized,
 )
 from reference.hidden.a02 import variants
 from reference.hidden.a02.conftest import CONTEXT, D_IN, D_OUT
@@ -34,13 +35,15 @@ def test_csa_has_the_contract_parameters(student, make_input, device):
     for bias in (False, True):
         torch.manual_seed(2)
         reference = CausalSelfAttention(D_IN, D_OUT, CONTEXT, qkv_bias=bias).to(device)
-        expect_contract_parameters(f"CausalSelfAttention(qkv_bias={bias})",
-                          student.new("CausalSelfAttention", D_IN, D_OUT, CONTEXT, qkv_bias=bias), reference,
+        x = make_input(2, 4, D_IN, seed=101)
+        fresh = student.new("CausalSelfAttention", D_IN, D_OUT, CONTEXT, qkv_bias=bias)
+        fresh.method("to", device)
+        expect_contract_parameters(f"CausalSelfAttention(qkv_bias={bias})", materialized(fresh, lambda: fresh(x)),
+                          reference,
                           names_hint="use W_query, W_key, W_value = nn.Linear(d_in, d_out, bias=qkv_bias)",
                           shape_hint="a parameter has the wrong shape: nn.Linear(d_in, d_out)",
                           unexpected_hints={"mask": variants.MASK_NOT_A_BUFFER})
         # The names are the student process's word: the module must compute with them.
-        x = make_input(2, 4, D_IN, seed=101)
         module = student.new_like(reference, "CausalSelfAttention", D_IN, D_OUT, CONTEXT, qkv_bias=bias)
         expect_computes_with(f"CausalSelfAttention(qkv_bias={bias})(x)", module, reference, lambda: module(x))
 

@@ -1,7 +1,14 @@
 import pytest
 import torch
 
-from grader.suite import expect_close, expect_computes_with, expect_contract_parameters, expect_raises, expect_tensor
+from grader.suite import (
+    expect_close,
+    expect_computes_with,
+    expect_contract_parameters,
+    expect_raises,
+    expect_tensor,
+    materialized,
+)
 from reference.hidden.a03 import variants
 from reference.hidden.a03.conftest import D_MODEL, NUM_HEADS
 from reference.multihead import MultiHeadAttention
@@ -21,11 +28,12 @@ def test_mha_has_the_contract_parameters(student, make_input, device):
     for bias in (True, False):
         torch.manual_seed(2)
         reference = MultiHeadAttention(D_MODEL, NUM_HEADS, bias=bias).to(device)
-        expect_contract_parameters(f"MultiHeadAttention(bias={bias})",
-                          student.new("MultiHeadAttention", D_MODEL, NUM_HEADS, bias=bias), reference,
-                          names_hint="use W_q, W_k, W_v, W_o = nn.Linear(d_model, d_model, bias=bias)")
-        # The names are the student process's word: the module must compute with them.
         x = make_input(2, 4, D_MODEL, seed=21)
+        fresh = student.new("MultiHeadAttention", D_MODEL, NUM_HEADS, bias=bias)
+        fresh.method("to", device)
+        expect_contract_parameters(f"MultiHeadAttention(bias={bias})", materialized(fresh, lambda: fresh(x, x, x)),
+                          reference, names_hint="use W_q, W_k, W_v, W_o = nn.Linear(d_model, d_model, bias=bias)")
+        # The names are the student process's word: the module must compute with them.
         module = student.new_like(reference, "MultiHeadAttention", D_MODEL, NUM_HEADS, bias=bias)
         expect_computes_with(f"MultiHeadAttention(bias={bias})(x, x, x)", module, reference, lambda: module(x, x, x))
 

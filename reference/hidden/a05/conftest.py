@@ -9,17 +9,20 @@ checked against the contract's wiring computed with the student's own attention 
 feed-forward modules as black boxes (``layer.attr("self_attn")`` is callable), and the
 Transformer against the contract's wiring of its own embeddings, positional encoding and
 layers. A mistake in an earlier piece (or in FeedForward) then costs points where it is
-graded, not here. The pieces below are what those checks call.
+graded, not here. The pieces below are what those checks call. A piece whose parameter
+names are not the contract's (an ``nn.Sequential`` FeedForward) cannot hold the reference's
+weights: a stock piece (``stock.py``) takes its place (``grader.suite.new_graded_like``).
 """
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 import torch
 from torch import nn
 
-from grader.suite import Piece, Remote
-from reference.hidden.a05 import variants
+from grader.suite import Piece, Remote, StockPiece, new_graded_like, with_stock
+from reference.hidden.a05 import stock, variants
 from reference.layers import DecoderLayer, EncoderLayer, FeedForward, Transformer
 from reference.masks import causal_mask, padding_mask
 
@@ -81,25 +84,55 @@ def reference_transformer(device):
     return randomize_norms(Transformer(SRC_VOCAB, TGT_VOCAB, dropout=0.0, **TRANSFORMER_ARGS), seed=4).to(device)
 
 
+STOCK_SOURCE = Path(stock.__file__).read_text(encoding="utf-8")
+
+
+@pytest.fixture
+def stock_pieces(student) -> list[StockPiece]:
+    """Stand-ins for the FeedForward and MultiHeadAttention inside a layer, in the student's process."""
+    remote = student.define("stock", STOCK_SOURCE)
+    return [StockPiece("FeedForward", lambda ffn: remote.method(
+                "StockFeedForward", ffn.linear1.in_features, ffn.linear1.out_features, ffn.dropout.p)),
+            StockPiece("MultiHeadAttention", lambda mha: remote.method(
+                "StockMultiHeadAttention", mha.W_q.in_features, mha.num_heads, mha.dropout.p, mha.W_q.bias is not None))]
+
+
+@pytest.fixture
+def new_layer(student, stock_pieces):
+    """new_layer(reference, class_name, *args, **kwargs): the student's module holding the
+    reference's weights, stock pieces where its own do not fit them."""
+    def new(reference: nn.Module, class_name: str, *args, **kwargs) -> Remote:
+        return new_graded_like(student, reference, class_name, *args, stock=stock_pieces, **kwargs)
+    return new
+
+
+@pytest.fixture
+def new_for_names(student, stock_pieces):
+    """new_for_names(reference, class_name, *args): the student's module for a check of its
+    own parameter names, stock pieces where its pieces' names are not the contract's."""
+    def new(reference: nn.Module, class_name: str, *args, **kwargs) -> Remote:
+        return with_stock(student.new(class_name, *args, **kwargs), reference, stock_pieces)
+    return new
+
+
 @pytest.fixture
 def student_ffn(student, reference_ffn):
     return student.new_like(reference_ffn, "FeedForward", D_MODEL, D_FF)
 
 
 @pytest.fixture
-def student_encoder_layer(student, reference_encoder_layer):
-    return student.new_like(reference_encoder_layer, "EncoderLayer", D_MODEL, NUM_HEADS, D_FF)
+def student_encoder_layer(new_layer, reference_encoder_layer):
+    return new_layer(reference_encoder_layer, "EncoderLayer", D_MODEL, NUM_HEADS, D_FF)
 
 
 @pytest.fixture
-def student_decoder_layer(student, reference_decoder_layer):
-    return student.new_like(reference_decoder_layer, "DecoderLayer", D_MODEL, NUM_HEADS, D_FF)
+def student_decoder_layer(new_layer, reference_decoder_layer):
+    return new_layer(reference_decoder_layer, "DecoderLayer", D_MODEL, NUM_HEADS, D_FF)
 
 
 @pytest.fixture
-def student_transformer(student, reference_transformer):
-    return student.new_like(reference_transformer, "Transformer", SRC_VOCAB, TGT_VOCAB,
-                        dropout=0.0, **TRANSFORMER_ARGS)
+def student_transformer(new_layer, reference_transformer):
+    return new_layer(reference_transformer, "Transformer", SRC_VOCAB, TGT_VOCAB, dropout=0.0, **TRANSFORMER_ARGS)
 
 
 SHAPE_HINT = "a parameter has the wrong shape; check the nn.Linear sizes against the contract"

@@ -9,6 +9,8 @@ from grader.suite import (
     expect_gradients,
     expect_tensor,
     expect_wiring,
+    materialized,
+    noting_stock,
 )
 from reference.hidden.a05 import variants
 from reference.hidden.a05.conftest import (D_FF, D_MODEL, NUM_HEADS, SHAPE_HINT, attention_pieces, encoder_modules,
@@ -28,20 +30,22 @@ def _expect_layer(what, layer, reference, x, mask=None):
     """The student's layer against post-norm wiring of its own self_attn and ffn (part isolation)."""
     modules = encoder_modules(layer, reference)
     pieces = attention_pieces(modules, reference, ("self_attn", (x, x, x, mask))) + ffn_piece(modules, reference, x)
-    with diagnosing(pieces):
+    with noting_stock(layer), diagnosing(pieces):
         got = layer(x) if mask is None else layer(x, mask)
         expect_wiring(what, got, reference(x, mask), lambda: variants.encoder_layer(x, mask, **modules),
                       atol=ATOL, rtol=RTOL, mistakes=variants.encoder_mistakes(x, mask, modules), pieces=pieces,
                       unusable_hint=variants.PIECES_UNUSABLE)
 
 
-def test_encoder_layer_has_the_contract_parameters(student, reference_encoder_layer, make_input):
-    expect_contract_parameters(f"EncoderLayer({D_MODEL}, {NUM_HEADS}, {D_FF})",
-                      student.new("EncoderLayer", D_MODEL, NUM_HEADS, D_FF), EncoderLayer(D_MODEL, NUM_HEADS, D_FF),
-                      names_hint=f"use the contract's submodules: {NAMES}", shape_hint=SHAPE_HINT)
-    # The names are the student process's word: the module must compute with them.
-    layer = student.new_like(reference_encoder_layer, "EncoderLayer", D_MODEL, NUM_HEADS, D_FF)
+def test_encoder_layer_has_the_contract_parameters(new_for_names, new_layer, reference_encoder_layer, make_input):
+    # The layer's own names; its pieces' names are graded where the pieces are (stock pieces).
     x = make_input(2, 3, D_MODEL, seed=200)
+    layer = new_for_names(reference_encoder_layer, "EncoderLayer", D_MODEL, NUM_HEADS, D_FF)
+    expect_contract_parameters(f"EncoderLayer({D_MODEL}, {NUM_HEADS}, {D_FF})", materialized(layer, lambda: layer(x)),
+                               EncoderLayer(D_MODEL, NUM_HEADS, D_FF),
+                               names_hint=f"use the contract's submodules: {NAMES}", shape_hint=SHAPE_HINT)
+    # The names are the student process's word: the module must compute with them.
+    layer = new_layer(reference_encoder_layer, "EncoderLayer", D_MODEL, NUM_HEADS, D_FF)
     expect_computes_with("EncoderLayer(x)", layer, reference_encoder_layer, lambda: layer(x))
 
 
@@ -69,9 +73,8 @@ def test_encoder_layer_batch_and_length_of_one(student_encoder_layer, reference_
     _expect_layer("EncoderLayer(x: (1, 1, 16))", student_encoder_layer, reference_encoder_layer, x)
 
 
-def test_encoder_layer_dropout_is_off_in_eval_mode(student, reference_encoder_layer, make_input, device):
-    layer = student.new_like(reference_encoder_layer, "EncoderLayer", D_MODEL, NUM_HEADS, D_FF,
-                         dropout=0.5)
+def test_encoder_layer_dropout_is_off_in_eval_mode(new_layer, reference_encoder_layer, make_input, device):
+    layer = new_layer(reference_encoder_layer, "EncoderLayer", D_MODEL, NUM_HEADS, D_FF, dropout=0.5)
     layer.method("eval")
     x = make_input(2, 5, D_MODEL, seed=74)
     _expect_layer("EncoderLayer(dropout=0.5) in eval mode", layer, reference_encoder_layer, x)

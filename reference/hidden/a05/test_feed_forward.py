@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from grader.suite import expect_close, expect_computes_with, expect_contract_parameters, expect_tensor
+from grader.suite import expect_close, expect_computes_with, expect_contract_parameters, expect_tensor, materialized
 from reference.hidden.a05 import variants
 from reference.hidden.a05.conftest import D_FF, D_MODEL, SHAPE_HINT
 from reference.layers import FeedForward
@@ -16,12 +16,13 @@ def _params(module):
     return {name: p.detach() for name, p in module.named_parameters()}
 
 
-def test_feed_forward_has_the_contract_parameters(student, reference_ffn, make_input):
-    expect_contract_parameters(f"FeedForward({D_MODEL}, {D_FF})", student.new("FeedForward", D_MODEL, D_FF),
+def test_feed_forward_has_the_contract_parameters(student, new_for_names, reference_ffn, make_input):
+    x = make_input(2, 3, D_MODEL, seed=200)
+    module = new_for_names(reference_ffn, "FeedForward", D_MODEL, D_FF)
+    expect_contract_parameters(f"FeedForward({D_MODEL}, {D_FF})", materialized(module, lambda: module(x)),
                       FeedForward(D_MODEL, D_FF), shape_hint=SHAPE_HINT, names_hint="use the contract's submodules: "
                       "linear1 = nn.Linear(d_model, d_ff), linear2 = nn.Linear(d_ff, d_model)")
     # The names are the student process's word: the module must compute with them.
-    x = make_input(2, 3, D_MODEL, seed=200)
     module = student.new_like(reference_ffn, "FeedForward", D_MODEL, D_FF)
     expect_computes_with("FeedForward(x)", module, reference_ffn, lambda: module(x))
 

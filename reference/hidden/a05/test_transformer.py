@@ -11,6 +11,8 @@ from grader.suite import (
     expect_gradients,
     expect_tensor,
     expect_wiring,
+    materialized,
+    noting_stock,
 )
 from reference.hidden.a05 import variants
 from reference.hidden.a05.conftest import (
@@ -67,7 +69,7 @@ def _expect_forward(what, model, reference, src, tgt_in):
     modules = transformer_modules(model, reference)
     pieces = transformer_pieces(modules, reference, src, tgt_in)
     batch, length = tgt_in.shape
-    with diagnosing(pieces):
+    with noting_stock(model), diagnosing(pieces):
         got = _forward(model, src, tgt_in)
         wrong_width = isinstance(got, torch.Tensor) and tuple(got.shape) == (batch, length, D_MODEL)
         expect_tensor(what, got, shape=(batch, length, TGT_VOCAB), hint=variants.NO_GENERATOR if wrong_width else None)
@@ -77,16 +79,17 @@ def _expect_forward(what, model, reference, src, tgt_in):
                       fallback_hint=variants.WIRING)
 
 
-def test_transformer_has_the_contract_parameters(student, reference_transformer, make_tokens):
-    # pos_encoding.pe registered as a parameter is assignment 04's mistake, graded there.
-    expect_contract_parameters("Transformer(...)", student.new("Transformer", SRC_VOCAB, TGT_VOCAB, **TRANSFORMER_ARGS),
-                      Transformer(SRC_VOCAB, TGT_VOCAB, **TRANSFORMER_ARGS),
-                      names_hint=f"use the contract's submodules: {NAMES}", shape_hint=SHAPE_HINT,
-                      ignore=("pos_encoding.pe",))
-    # The names are the student process's word: the module must compute with them.
-    model = student.new_like(reference_transformer, "Transformer", SRC_VOCAB, TGT_VOCAB, dropout=0.0,
-                             **TRANSFORMER_ARGS)
+def test_transformer_has_the_contract_parameters(new_for_names, new_layer, reference_transformer, make_tokens):
+    # pos_encoding.pe registered as a parameter is assignment 04's mistake, graded there; the
+    # layers' pieces' names are graded where the pieces are (stock pieces).
     src, tgt_in = _tokens(make_tokens, seed=200)
+    model = new_for_names(reference_transformer, "Transformer", SRC_VOCAB, TGT_VOCAB, **TRANSFORMER_ARGS)
+    expect_contract_parameters("Transformer(...)", materialized(model, lambda: _forward(model, src, tgt_in)),
+                               Transformer(SRC_VOCAB, TGT_VOCAB, **TRANSFORMER_ARGS),
+                               names_hint=f"use the contract's submodules: {NAMES}", shape_hint=SHAPE_HINT,
+                               ignore=("pos_encoding.pe",))
+    # The names are the student process's word: the module must compute with them.
+    model = new_layer(reference_transformer, "Transformer", SRC_VOCAB, TGT_VOCAB, dropout=0.0, **TRANSFORMER_ARGS)
     expect_computes_with("Transformer(src, tgt_in)", model, reference_transformer, lambda: _forward(model, src, tgt_in))
 
 
@@ -152,9 +155,9 @@ def test_transformer_target_of_length_one(student_transformer, reference_transfo
     _expect_forward("Transformer(src: (2, 7), tgt_in: (2, 1))", student_transformer, reference_transformer, src, tgt_in)
 
 
-def test_transformer_dropout_is_off_in_eval_mode(student, reference_transformer, make_tokens, device):
+def test_transformer_dropout_is_off_in_eval_mode(new_layer, reference_transformer, make_tokens, device):
     args = dict(TRANSFORMER_ARGS, dropout=0.1)
-    model = student.new_like(reference_transformer, "Transformer", SRC_VOCAB, TGT_VOCAB, **args)
+    model = new_layer(reference_transformer, "Transformer", SRC_VOCAB, TGT_VOCAB, **args)
     model.method("eval")
     src, tgt_in = _tokens(make_tokens, seed=110)
     _expect_forward("Transformer(dropout=0.1) in eval mode", model, reference_transformer, src, tgt_in)
