@@ -13,7 +13,6 @@ import pytest
 
 from grader.assignment import Assignment
 from grader.cli import main
-from grader.export import gradescope
 from grader.export.gradescope import find_submission, run, to_gradescope
 from grader.export.gradescope_zip import GRADER_DIR, build_autograder, source_files
 from grader.report import GradeReport, PartResult, Status

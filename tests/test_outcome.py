@@ -11,7 +11,7 @@ from grader.assignment import Assignment
 from grader.outcome import MalformedResult, SuiteResult, TestOutcome, Verdict
 from grader.report import Flag, Outcome, Status
 from grader.runner import ForkedRun, SuiteError
-from tests.conftest import ASSIGNMENT_03, ROOT
+from tests.conftest import ASSIGNMENT_03
 
 FLAG = Flag("forbidden-builtin", "mha.py line 3", "exec")
 RESULT = SuiteResult(
