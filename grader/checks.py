@@ -214,6 +214,38 @@ def expect_derivative(
                           f"changes at a rate of {measured:.6g} along it", hint)
 
 
+def expect_causal(
+    what: str,
+    output_with_change_at: Callable[[int | None], Any],
+    length: int,
+    *,
+    atol: float,
+    hint: str,
+    shown: int = 3,
+) -> None:
+    """Each position of the output depends on no later position of the input.
+    ``output_with_change_at(j)`` is the output (positions along dim 1) for the same input
+    changed at position ``j`` only; ``None``, unchanged. Names the leaking pairs in the hint,
+    "position 0 sees position 2", before ``hint`` (how to mask). A call that returns no
+    tensor of the base's shape is left to the value tests."""
+    base = output_with_change_at(None)
+    if not isinstance(base, torch.Tensor) or base.dim() < 2 or base.shape[1] != length:
+        return
+    leaks = []
+    for later in range(1, length):
+        changed = output_with_change_at(later)
+        if not isinstance(changed, torch.Tensor) or changed.shape != base.shape:
+            return
+        leaks += [(earlier, later) for earlier in range(later)
+                  if not is_close(changed[:, earlier], base[:, earlier], atol=atol)]
+    if not leaks:
+        return
+    seen = ", ".join(f"position {earlier} sees position {later}" for earlier, later in sorted(leaks)[:shown])
+    more = f" (and {len(leaks) - shown} more)" if len(leaks) > shown else ""
+    raise CheckFailed(f"{what}: the output at a position changes when only a later position of the input "
+                      f"changes: {seen}{more}", f"future positions are visible: {seen}{more}; {hint}")
+
+
 def describe_difference(got: torch.Tensor, want: torch.Tensor) -> str:
     got64, want64 = got.detach().double().cpu(), want.detach().double().cpu()
     bad_got, bad_want = ~torch.isfinite(got64), ~torch.isfinite(want64)

@@ -14,6 +14,8 @@ SCALE_BY_INPUT_WIDTH = ("scores scaled by the input width (C ** -0.5 with C = d_
                         "divide by sqrt(d_k), the width of q and k")
 MASK_FILL_NOT_NEGATIVE = ("masked scores filled with a value that is not very negative (0 or 1e-15): the masked "
                           "positions keep weight after the softmax; fill them with float('-inf') (or -1e9)")
+FUTURE_VISIBLE = ("mask the scores of every key later than its query before the softmax (a causal mask, True on "
+                  "and below the diagonal, cropped to the input's length)")
 
 # (pattern in "Type: message", hint), first match wins.
 _EXCEPTION_HINTS: tuple[tuple[re.Pattern[str], str], ...] = tuple(

@@ -36,11 +36,14 @@ Checks: each raises :class:`CheckFailed` (message for the student, optional hint
 - :func:`expect_contract_parameters`: the module's parameter names and shapes are the
   reference's; follow it with :func:`expect_computes_with`, which shows the module computes
   with them (the names are only the student process's word).
+- :func:`expect_causal` ``(what, output_with_change_at, length, atol=, hint=)``: no position
+  of the output depends on a later position of the input; the hint names the leaking pairs.
 - :func:`expect_derivative`: a gradient the student's code reports is the derivative of the
   loss the same code computes.
 
 Hints for attention mistakes that several assignments grade, worded once: ``SCALE_BY_LENGTH``,
-``SCALE_BY_INPUT_WIDTH``, ``MASK_FILL_NOT_NEGATIVE``.
+``SCALE_BY_INPUT_WIDTH``, ``MASK_FILL_NOT_NEGATIVE``, ``FUTURE_VISIBLE`` (for
+:func:`expect_causal`).
 
 Part isolation (:mod:`grader.part_isolation`): a part built on pieces graded elsewhere is
 graded on its own work. :func:`expect_wiring` passes an output that matches the reference
@@ -69,13 +72,14 @@ from grader.checks import (
     expect_close,
     expect_computes_with,
     expect_contract_parameters,
+    expect_causal,
     expect_derivative,
     expect_equal,
     expect_raises,
     expect_tensor,
     is_close,
 )
-from grader.hints import MASK_FILL_NOT_NEGATIVE, SCALE_BY_INPUT_WIDTH, SCALE_BY_LENGTH
+from grader.hints import FUTURE_VISIBLE, MASK_FILL_NOT_NEGATIVE, SCALE_BY_INPUT_WIDTH, SCALE_BY_LENGTH
 from grader.part_isolation import (
     GRAPH_CUT,
     PIECE_RAISES,
@@ -101,9 +105,9 @@ from grader.student_protocol import Remote, Student
 __all__ = [
     # checks
     "CheckFailed", "describe_difference", "expect_close", "expect_computes_with", "expect_contract_parameters",
-    "expect_derivative", "expect_equal", "expect_raises", "expect_tensor", "is_close",
+    "expect_causal", "expect_derivative", "expect_equal", "expect_raises", "expect_tensor", "is_close",
     # hints for mistakes several assignments grade
-    "MASK_FILL_NOT_NEGATIVE", "SCALE_BY_INPUT_WIDTH", "SCALE_BY_LENGTH",
+    "FUTURE_VISIBLE", "MASK_FILL_NOT_NEGATIVE", "SCALE_BY_INPUT_WIDTH", "SCALE_BY_LENGTH",
     # errors from the student's side
     "StudentCrashed", "StudentError", "StudentException", "StudentNotFound", "StudentTimeout",
     # what a test calls

@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from grader.checks import (CheckFailed, describe_difference, expect_close, expect_computes_with,
+from grader.checks import (CheckFailed, describe_difference, expect_causal, expect_close, expect_computes_with,
                            expect_contract_parameters, expect_derivative, expect_equal, expect_raises, expect_tensor,
                            names_mismatch)
 from grader.sandbox.errors import StudentException
@@ -334,3 +334,46 @@ def test_both_representation_differences_are_named_together():
 def test_a_representation_behind_no_known_mistake_gets_no_hint():
     assert _mask_hint(torch.ones(4, 4)).hint is None
     assert _mask_hint(torch.ones(3, 5, dtype=torch.bool)).hint is None
+
+
+# ---- expect_causal: leaks named by position -----------------------------------------------------
+
+
+def changed_at(function, x: torch.Tensor):
+    def output(later):
+        changed = x.clone()
+        if later is not None:
+            changed[:, later] += 1.0
+        return function(changed)
+    return output
+
+
+def test_a_causal_function_passes():
+    x = torch.randn(2, 5, 3)
+    running_mean = lambda v: v.cumsum(1) / torch.arange(1, 6).view(1, 5, 1)  # noqa: E731
+    expect_causal("f(x)", changed_at(running_mean, x), 5, atol=1e-6, hint="mask")
+
+
+def test_every_leaking_pair_is_counted_and_the_first_named():
+    x = torch.randn(2, 5, 3)
+    mean_of_all = lambda v: v.mean(1, keepdim=True).expand_as(v)  # noqa: E731
+    with pytest.raises(CheckFailed) as failure:
+        expect_causal("f(x)", changed_at(mean_of_all, x), 5, atol=1e-6, hint="mask the future")
+    seen = "position 0 sees position 1, position 0 sees position 2, position 0 sees position 3 (and 7 more)"
+    assert failure.value.hint == f"future positions are visible: {seen}; mask the future"
+
+
+def test_a_single_leak_is_named_exactly():
+    def leaks_one(v):
+        out = v.clone()
+        out[:, 1] = out[:, 1] + v[:, 3]  # position 1 reads position 3
+        return out
+    with pytest.raises(CheckFailed, match="position 1 sees position 3$"):
+        expect_causal("f(x)", changed_at(leaks_one, torch.randn(1, 4, 2)), 4, atol=1e-6, hint="")
+    with pytest.raises(CheckFailed) as failure:
+        expect_causal("f(x)", changed_at(leaks_one, torch.randn(1, 4, 2)), 4, atol=1e-6, hint="h")
+    assert failure.value.hint == "future positions are visible: position 1 sees position 3; h"
+
+
+def test_no_tensor_back_is_left_to_the_value_tests():
+    expect_causal("f(x)", lambda later: (1, 2), 4, atol=1e-6, hint="h")

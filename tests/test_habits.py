@@ -121,3 +121,37 @@ def test_the_label_leaking_into_the_input_costs_points_in_train_step_only(grade_
 def test_the_shared_attention_hints_are_worded_once():
     assert variants_01.SCALE_BY_LENGTH is hints.SCALE_BY_LENGTH is variants_02.SCALE_BY_LENGTH
     assert variants_02.MASK_FILL_NOT_NEGATIVE is hints.MASK_FILL_NOT_NEGATIVE is variants_03.MASK_FILL_NOT_NEGATIVE
+
+
+# Raschka-style causal attention whose blocked mask starts one diagonal too high: each
+# position also sees the next one. No named mistake computes this; the probe names the leak.
+ONE_STEP_AHEAD = '''
+class CausalSelfAttention(nn.Module):
+    def __init__(self, d_in, d_out, context_length, dropout=0.0, qkv_bias=False):
+        super().__init__()
+        self.context_length = context_length
+        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.dropout = nn.Dropout(dropout)
+        self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length), diagonal=2))
+
+    def forward(self, x):
+        b, num_tokens, d_in = x.shape
+        if num_tokens > self.context_length:
+            raise ValueError("sequence longer than the context")
+        keys, queries, values = self.W_key(x), self.W_query(x), self.W_value(x)
+        attn_scores = queries @ keys.transpose(1, 2)
+        attn_scores.masked_fill_(self.mask.bool()[:num_tokens, :num_tokens], -torch.inf)
+        attn_weights = torch.softmax(attn_scores / keys.shape[-1] ** 0.5, dim=-1)
+        return self.dropout(attn_weights) @ values
+'''
+
+
+def test_a_mask_that_lets_each_position_see_the_next_names_the_leaking_positions(grade_source):
+    report = _graded(grade_source, "02", ONE_STEP_AHEAD)
+    attention = part(report, "CausalSelfAttention")
+    assert attention.score < attention.max_score
+    assert any("position 0 sees position 1, position 1 sees position 2" in hint for hint in attention.hints), \
+        attention.hints
+    assert all(p.score == p.max_score for p in report.parts if p.id != "CausalSelfAttention")

@@ -3,6 +3,7 @@ import torch
 
 from grader.suite import (
     CheckFailed,
+    expect_causal,
     expect_close,
     expect_computes_with,
     expect_contract_parameters,
@@ -86,6 +87,20 @@ def test_csa_values_at_the_context_length(student_csa, reference_csa, make_input
 def test_csa_values_shorter_than_the_context(student_csa, reference_csa, make_input):
     x = make_input(2, 4, D_IN, seed=91)
     expect_csa(f"CausalSelfAttention(context_length={CONTEXT})(x: (2, 4, {D_IN}))", student_csa(x), reference_csa, x)
+
+
+@pytest.mark.part("CausalSelfAttention", points=2)
+def test_csa_no_position_sees_a_later_one(student_csa, make_input):
+    x = make_input(2, CONTEXT, D_IN, seed=93)
+    change = make_input(2, D_IN, seed=94)
+
+    def output_with_change_at(later):
+        changed = x.clone()
+        if later is not None:
+            changed[:, later] += change
+        return student_csa(changed)
+
+    expect_causal("CausalSelfAttention(x)", output_with_change_at, CONTEXT, atol=ATOL, hint=variants.FUTURE_VISIBLE)
 
 
 def test_csa_batch_and_length_of_one(student_csa, reference_csa, make_input):

@@ -6,6 +6,7 @@ from grader.suite import (
     StudentError,
     StudentException,
     diagnosing,
+    expect_causal,
     expect_computes_with,
     expect_contract_parameters,
     expect_gradients,
@@ -106,6 +107,20 @@ def test_transformer_forward_values(student_transformer, reference_transformer, 
     src, tgt_in = _tokens(make_tokens, seed=102)
     _expect_forward("Transformer(src, tgt_in) at the real (non-pad) target positions", student_transformer,
                     reference_transformer, src, tgt_in)
+
+
+@pytest.mark.part("Transformer", points=2)
+def test_transformer_no_target_position_sees_a_later_one(student_transformer, make_tokens):
+    src, tgt_in = _tokens(make_tokens, seed=108, tgt_pad=(0, 0))
+
+    def logits_with_change_at(later):
+        changed = tgt_in.clone()
+        if later is not None:
+            changed[:, later] = changed[:, later] % (TGT_VOCAB - 1) + 1  # another word, never PAD
+        return _forward(student_transformer, src, changed)
+
+    expect_causal("Transformer(src, tgt_in)", logits_with_change_at, tgt_in.shape[1], atol=1e-4,
+                  hint=variants.FUTURE_VISIBLE_IN_DECODER)
 
 
 @pytest.mark.part("Transformer", points=2)

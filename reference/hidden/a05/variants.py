@@ -18,6 +18,8 @@ import torch.nn.functional as F
 
 # The notes that part isolation adds to these hints (tests/test_grade_05.py names them).
 from grader.suite import PIECE_RAISES, describe_piece as piece  # noqa: F401
+from grader.suite import FUTURE_VISIBLE as _future_visible
+
 from reference.masks import causal_mask, padding_mask
 
 # ---- FeedForward ---------------------------------------------------------------------
@@ -227,3 +229,6 @@ def transformer_mistakes(src, tgt_in, pad_idx: int, modules: dict) -> dict:
         NO_POSITIONS_TGT: variant(positions_tgt=False),
         f"{NO_CAUSAL_MASK}; also {NO_SRC_MASK}": variant(causal=False, encoder_mask=False, memory_mask=False),
     }
+
+# The causal probe's hint for the Transformer: the decoder's causal mask is forward's to build.
+FUTURE_VISIBLE_IN_DECODER = f"{_future_visible}; Transformer.forward builds it and passes it to decode as tgt_mask"
