@@ -61,12 +61,18 @@ def exception_hints() -> list[tuple[str, str]]:
     return [(pattern.pattern, hint) for pattern, hint in _EXCEPTION_HINTS]
 
 
+def stub_owner(stub_message: str) -> str | None:
+    """The part whose stub raised NotImplementedError with this message: stubs say whose they
+    are ("MultiHeadAttention: from assignment 03: paste ...", "MultiHeadAttention.forward: ...").
+    None when the message names none."""
+    owner = stub_message.partition(":")[0].split(".")[0].strip()
+    return owner if owner.isidentifier() else None
+
+
 def another_parts_stub(stub_message: str, part: str) -> str | None:
     """The hint for a test of ``part`` whose code raised a stub's NotImplementedError, when the
-    stub is another part's: stubs say whose they are ("MultiHeadAttention: from assignment 03:
-    paste ..."). None when it is the part's own (or says no name): then NOT_IMPLEMENTED."""
-    stub, _, detail = stub_message.partition(":")
-    stub = stub.split(".")[0].strip()
-    if stub.isidentifier() and part and stub != part:
-        return f"{part} uses your {stub}, which is still a stub ({detail.strip()})"
+    stub is another part's. None when it is the part's own (or says no name): then NOT_IMPLEMENTED."""
+    owner = stub_owner(stub_message)
+    if owner and part and owner != part:
+        return f"{part} uses your {owner}, which is still a stub ({stub_message.partition(':')[2].strip()})"
     return None

@@ -17,6 +17,8 @@ timed out keeps the full per-call limit, however slow.
 
 from __future__ import annotations
 
+from functools import cached_property
+
 from grader.ingest import Program
 from grader.parsed_source import ParsedSource
 from grader.sandbox.limits import Limits
@@ -26,16 +28,25 @@ class HungCalls:
     """One submission's functions that timed out, by module-level name."""
 
     def __init__(self, program: Program, limits: Limits):
+        self._program = program
         self._limits = limits
-        self._reads: dict[str, set[str]] = {}  # module-level name -> names its definitions read
-        for statement in ParsedSource(program).statements:
-            for name in statement.binds:
-                self._reads.setdefault(name, set()).update(statement.loads)
         self._hung: set[str] = set()
+
+    @cached_property
+    def _reads(self) -> dict[str, set[str]]:
+        """Module-level name -> the names its definitions read. Parsed at the first timeout
+        only: most submissions never hang, and each call asks for its limit."""
+        reads: dict[str, set[str]] = {}
+        for statement in ParsedSource(self._program).statements:
+            for name in statement.binds:
+                reads.setdefault(name, set()).update(statement.loads)
+        return reads
 
     def timeout_s(self, label: str) -> tuple[float, str | None]:
         """The time limit for a call (``split_heads``, ``MultiHeadAttention.forward``) and,
         when it is the shorter one, why."""
+        if not self._hung:
+            return self._limits.call_timeout_s, None
         name = _name_of(label)
         hung = {h for h in self._hung if h in self._reached_from(name) or name in self._reached_from(h)}
         if not hung:
