@@ -220,14 +220,18 @@ def expect_causal(
     length: int,
     *,
     atol: float,
+    rtol: float = 0.0,
     hint: str,
+    mistakes: Mistakes | None = None,
     shown: int = 3,
 ) -> None:
     """Each position of the output depends on no later position of the input.
     ``output_with_change_at(j)`` is the output (positions along dim 1) for the same input
-    changed at position ``j`` only; ``None``, unchanged. Names the leaking pairs in the hint,
-    "position 0 sees position 2", before ``hint`` (how to mask). A call that returns no
-    tensor of the base's shape is left to the value tests."""
+    changed at position ``j`` only; ``None``, unchanged. The message names the leaking pairs,
+    "position 0 sees position 2"; so does the hint, before ``hint`` (how to mask), unless the
+    unchanged output matches one of ``mistakes`` (as in :func:`expect_close`): then the hint
+    is that mistake's, the one the value tests give, so one mistake is one hint. A call that
+    returns no tensor of the base's shape is left to the value tests."""
     base = output_with_change_at(None)
     if not isinstance(base, torch.Tensor) or base.dim() < 2 or base.shape[1] != length:
         return
@@ -242,8 +246,9 @@ def expect_causal(
         return
     seen = ", ".join(f"position {earlier} sees position {later}" for earlier, later in sorted(leaks)[:shown])
     more = f" (and {len(leaks) - shown} more)" if len(leaks) > shown else ""
+    named = _matching_mistake(base, mistakes or {}, atol, rtol)
     raise CheckFailed(f"{what}: the output at a position changes when only a later position of the input "
-                      f"changes: {seen}{more}", f"future positions are visible: {seen}{more}; {hint}")
+                      f"changes: {seen}{more}", named or f"future positions are visible: {seen}{more}; {hint}")
 
 
 def describe_difference(got: torch.Tensor, want: torch.Tensor) -> str:

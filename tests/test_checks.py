@@ -377,3 +377,13 @@ def test_a_single_leak_is_named_exactly():
 
 def test_no_tensor_back_is_left_to_the_value_tests():
     expect_causal("f(x)", lambda later: (1, 2), 4, atol=1e-6, hint="h")
+
+
+def test_a_leak_a_named_mistake_explains_gets_that_mistakes_hint_once():
+    x = torch.randn(2, 4, 3)
+    mean_of_all = lambda v: v.mean(1, keepdim=True).expand_as(v)  # noqa: E731
+    with pytest.raises(CheckFailed) as failure:
+        expect_causal("f(x)", changed_at(mean_of_all, x), 4, atol=1e-6, hint="mask the future",
+                      mistakes={"not masked at all": lambda: mean_of_all(x), "other": torch.zeros(2, 4, 3)})
+    assert failure.value.hint == "not masked at all"
+    assert "position 0 sees position 1" in failure.value.message

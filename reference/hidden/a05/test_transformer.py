@@ -110,8 +110,9 @@ def test_transformer_forward_values(student_transformer, reference_transformer, 
 
 
 @pytest.mark.part("Transformer", points=2)
-def test_transformer_no_target_position_sees_a_later_one(student_transformer, make_tokens):
+def test_transformer_no_target_position_sees_a_later_one(student_transformer, reference_transformer, make_tokens):
     src, tgt_in = _tokens(make_tokens, seed=108, tgt_pad=(0, 0))
+    modules = transformer_modules(student_transformer, reference_transformer)
 
     def logits_with_change_at(later):
         changed = tgt_in.clone()
@@ -119,8 +120,9 @@ def test_transformer_no_target_position_sees_a_later_one(student_transformer, ma
             changed[:, later] = changed[:, later] % (TGT_VOCAB - 1) + 1  # another word, never PAD
         return _forward(student_transformer, src, changed)
 
-    expect_causal("Transformer(src, tgt_in)", logits_with_change_at, tgt_in.shape[1], atol=1e-4,
-                  hint=variants.FUTURE_VISIBLE_IN_DECODER)
+    expect_causal("Transformer(src, tgt_in)", logits_with_change_at, tgt_in.shape[1], atol=ATOL, rtol=RTOL,
+                  hint=variants.FUTURE_VISIBLE_IN_DECODER,
+                  mistakes=variants.transformer_mistakes(src, tgt_in, PAD, modules))
 
 
 @pytest.mark.part("Transformer", points=2)
