@@ -13,6 +13,12 @@ from grader.assignment import Assignment
 from grader.flags import bounded
 from grader.outcome import SuiteResult, TestOutcome, Verdict
 from grader.report import GradeReport, Outcome, Status, TestResult
+from grader.sanitize import clean
+
+# A test's message and hint are written by the trusted suite, but quote what the student's code
+# chose (parameter names, exception text): bounded here, where every report is put together.
+# A message holds at most an exception's text and traceback (grader.sandbox.errors) and some words.
+TEST_MESSAGE_CHARS, TEST_HINT_CHARS = 8000, 1000
 
 
 def grader_version() -> str:
@@ -70,5 +76,6 @@ def _test_result(test: TestOutcome, error: str | None) -> TestResult:
     verdict = test.verdict or Verdict(Outcome.ERROR)  # collected, never run
     passed = verdict.outcome == Outcome.PASSED
     message = verdict.message or ("" if passed else f"not run: {error}" if error else "not run")
-    return TestResult(name=test.name, outcome=verdict.outcome, message=message, hint=verdict.hint,
+    hint = None if verdict.hint is None else clean(verdict.hint, TEST_HINT_CHARS)
+    return TestResult(name=test.name, outcome=verdict.outcome, message=clean(message, TEST_MESSAGE_CHARS), hint=hint,
                       score=test.points if passed else 0.0, max_score=test.points)

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from grader.assemble import assemble_report
+from grader.assemble import TEST_HINT_CHARS, TEST_MESSAGE_CHARS, assemble_report
 from grader.assignment import Assignment
 from grader.outcome import MalformedResult, SuiteResult, TestOutcome, Verdict
 from grader.report import Flag, Outcome, Status
@@ -99,3 +99,16 @@ def test_a_part_only_the_tests_name_is_listed_after_the_contract_parts(assignmen
                              duration_s=0, sandbox=[])
     assert [part.id for part in report.parts] == [*assignment.parts, "other public tests"]
 
+
+
+def test_what_a_test_says_is_bounded_however_long_the_names_it_quotes(assignment):
+    # A parameter named 'n' * 20000 reaches the names check's message and hint.
+    name = "\x1b[31m" + "n" * 20000
+    verdict = Verdict(Outcome.FAILED, f"parameters: unexpected [{name!r}]", f"the contract names linear1; you have {name}")
+    result = SuiteResult((TestOutcome("test_names", "split_heads", 1.0, verdict),))
+    report = assemble_report(assignment, "mha.py", result, status=Status.GRADED, error=None, device="cpu",
+                             duration_s=0, sandbox=[])
+    test = report.parts[0].tests[0]
+    assert len(test.message) <= TEST_MESSAGE_CHARS and len(test.hint) <= TEST_HINT_CHARS
+    assert test.hint.startswith("the contract names linear1; you have") and "more characters cut" in test.hint
+    assert len(report.parts[0].hint) <= TEST_HINT_CHARS
