@@ -45,20 +45,39 @@ _EXCEPTION_HINTS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"^ValueError: (not enough|too many) values to unpack",
          "a shape unpacked into the wrong number of names (B, H, T, d_k = x.shape on a 3-D (B, T, d) tensor): "
          "unpack as many as the docstring's shape has, or index x.size(-1)"),
+        (r"^TypeError: .*got an unexpected keyword argument",
+         "the grader passes this argument by its name in the contract: name your parameters as the "
+         "assignment's table does (a tutorial's valid_lens or attn_mask is the contract's mask)"),
         (r"^AssertionError",
          "bad arguments must raise ValueError with a message, not fail an assert"),
     )
 )
 
 
-def hint_for_exception(type_name: str, message: str) -> str | None:
+# Habits read from the lines of code an exception passed through (the grader's own copy of
+# them, grader.sandbox.errors.with_source_lines), with the exceptions they cause.
+_HABIT_HINTS: tuple[tuple[re.Pattern[str], re.Pattern[str], str], ...] = (
+    # d2l.ai's masked_softmax(X, valid_lens) and sequence_mask take lengths, one per row; handed
+    # the contract's bool mask, they fail on the shapes.
+    (re.compile(r"\bvalid_lens?\b"),
+     re.compile(r"^(RuntimeError|IndexError): .*(size|shape)", re.IGNORECASE),
+     "the mask is a bool tensor (True = may attend), broadcastable to the scores' shape, not valid lengths "
+     "(d2l's masked_softmax(X, valid_lens)): apply it with scores.masked_fill(~mask, float('-inf'))"),
+)
+
+
+def hint_for_exception(type_name: str, message: str, traceback: str = "") -> str | None:
+    """What an exception usually means, from its type and message and the student's lines of
+    code it passed through."""
     text = f"{type_name}: {message}"
-    return next((hint for pattern, hint in _EXCEPTION_HINTS if pattern.search(text)), None)
+    habit = next((hint for code, error, hint in _HABIT_HINTS if code.search(traceback) and error.search(text)), None)
+    return habit or next((hint for pattern, hint in _EXCEPTION_HINTS if pattern.search(text)), None)
 
 
 def exception_hints() -> list[tuple[str, str]]:
     """(pattern, hint) pairs, for documentation."""
-    return [(pattern.pattern, hint) for pattern, hint in _EXCEPTION_HINTS]
+    return ([(code.pattern, hint) for code, _, hint in _HABIT_HINTS]
+            + [(pattern.pattern, hint) for pattern, hint in _EXCEPTION_HINTS])
 
 
 def stub_owner(stub_message: str) -> str | None:

@@ -54,6 +54,12 @@ class Program:
     cells: tuple[Cell, ...]
     notes: tuple[str, ...] = field(default=())
 
+    def line(self, label: str, number: int) -> str | None:
+        """Line ``number`` (from 1) of the cell labelled ``label``, stripped; None if there is none."""
+        cell = next((cell for cell in self.cells if cell.label == label), None)
+        lines = cell.source.splitlines() if cell else []
+        return lines[number - 1].strip() if 0 < number <= len(lines) else None
+
     def to_dict(self) -> dict:
         """What the student's process is sent (the notes stay with the grader)."""
         return {"kind": self.kind, "cells": [[cell.source, cell.label] for cell in self.cells]}

@@ -41,7 +41,7 @@ def classify(exc: BaseException | None, part: str = "") -> Verdict:
                        hints.NOT_IMPLEMENTED)
     if isinstance(exc, StudentException):
         return Verdict(Outcome.ERROR, f"{exc}\n{exc.traceback}".strip(),
-                       hints.hint_for_exception(exc.type_name, exc.message))
+                       hints.hint_for_exception(exc.type_name, exc.message, exc.traceback))
     if isinstance(exc, StudentTimeout):
         return Verdict(Outcome.TIMEOUT, str(exc), "look for a loop that never ends")
     if isinstance(exc, StudentCrashed):

@@ -155,3 +155,61 @@ def test_a_mask_that_lets_each_position_see_the_next_names_the_leaking_positions
     assert any("position 0 sees position 1, position 1 sees position 2" in hint for hint in attention.hints), \
         attention.hints
     assert all(p.score == p.max_score for p in report.parts if p.id != "CausalSelfAttention")
+
+
+# ---- d2l.ai's masks: valid lengths where the contract passes a bool mask ------------------------
+
+D2L_MASKED_SOFTMAX = '''
+def sequence_mask(X, valid_len, value=0):
+    maxlen = X.size(1)
+    mask = torch.arange((maxlen), dtype=torch.float32, device=X.device)[None, :] < valid_len[:, None]
+    X[~mask] = value
+    return X
+
+
+def masked_softmax(X, valid_lens):
+    if valid_lens is None:
+        return torch.softmax(X, dim=-1)
+    shape = X.shape
+    if valid_lens.dim() == 1:
+        valid_lens = torch.repeat_interleave(valid_lens, shape[1])
+    else:
+        valid_lens = valid_lens.reshape(-1)
+    X = sequence_mask(X.reshape(-1, shape[-1]), valid_lens, value=-1e6)
+    return torch.softmax(X.reshape(shape), dim=-1)
+
+
+def scaled_dot_product_attention(q, k, v, mask=None):
+    weights = masked_softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), mask)
+    return weights @ v, weights
+'''
+
+
+def test_valid_lengths_are_named_from_the_lines_an_exception_passed_through():
+    traceback = ('  File "attention.py", line 9, in masked_softmax\n'
+                 '    X = sequence_mask(X.reshape(-1, shape[-1]), valid_lens, value=-1e6)\n')
+    shape_error = ("IndexError", "The shape of the mask [14, 7] at index 0 does not match the shape of the "
+                   "indexed tensor [10, 7] at index 0")
+    assert "not valid lengths" in hints.hint_for_exception(*shape_error, traceback)
+    # Neither the habit without a shape error, nor a shape error without the habit.
+    assert "not valid lengths" not in (hints.hint_for_exception("ValueError", "bad mask", traceback) or "")
+    assert "not valid lengths" not in (hints.hint_for_exception(*shape_error, traceback.replace("valid_lens", "m"))
+                                       or "")
+
+
+def test_a_parameter_named_as_a_tutorial_names_it_gets_the_contract_name():
+    def forward(queries, keys, values, valid_lens=None):
+        return queries
+
+    hint = hints.hint_for_exception(*_raised(lambda: forward(1, 2, 3, mask=None)))
+    assert hint is not None and "name your parameters as the assignment's table does" in hint
+
+
+@pytest.mark.slow
+def test_d2l_masked_softmax_handed_a_bool_mask_is_named_and_its_lines_are_shown(grade_source):
+    report = _graded(grade_source, "01", D2L_MASKED_SOFTMAX)
+    sdpa = part(report, "scaled_dot_product_attention")
+    assert sdpa.score < sdpa.max_score and "not valid lengths" in sdpa.hint
+    failed = next(test for test in sdpa.tests if test.name == "test_sdpa_padding_mask")
+    # The traceback shows the student's line of code, read from the grader's copy of it.
+    assert failed.message.endswith("in sequence_mask\n    X[~mask] = value")

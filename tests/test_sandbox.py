@@ -16,7 +16,8 @@ import torch
 import reference
 from grader.ingest import Cell, Program
 from grader.sandbox import cgroups, isolation, landlock, namespaces, seccomp
-from grader.sandbox.errors import StudentCrashed, StudentException, StudentNotFound, StudentTimeout
+from grader.sandbox.errors import (SOURCE_LINE_CHARS, StudentCrashed, StudentException, StudentNotFound,
+                                   StudentTimeout, with_source_lines)
 from grader.sandbox.limits import Limits
 from grader.sandbox.session import StudentSession
 from grader.sandbox.workspace import Workspace
@@ -68,6 +69,18 @@ def test_exceptions_keep_type_message_and_student_frames_only(session_for):
         session.call("bad")
     assert (info.value.type_name, info.value.message) == ("ValueError", "D % H != 0")
     assert "cell 1" in info.value.traceback and "_child.py" not in info.value.traceback
+    # Each frame shows its line of code, read from the grader's copy of the program.
+    assert info.value.traceback.endswith('  File "cell 1", line 2, in bad\n    raise ValueError(\'D % H != 0\')\n')
+
+
+def test_traceback_lines_are_bounded_and_only_the_programs_own():
+    program = Program("module", (Cell("x = 1\n" + "y = '" + "a" * 10_000 + "'\n", "mha.py"),))
+    traceback = ('  File "mha.py", line 2, in f\n  File "mha.py", line 9, in g\n'
+                 '  File "other.py", line 1, in h\n')
+    shown = with_source_lines(traceback, program).splitlines()
+    assert shown[0] == '  File "mha.py", line 2, in f' and len(shown[1]) <= 4 + SOURCE_LINE_CHARS
+    assert shown[1].startswith("    y = 'aaa") and "more characters cut" in shown[1]
+    assert shown[2:] == ['  File "mha.py", line 9, in g', '  File "other.py", line 1, in h']
 
 
 def test_undefined_name_is_not_found(session_for):

@@ -6,12 +6,18 @@ sends, a report never carries more than these bounds.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+from grader.ingest import Program
 from grader.sanitize import clean
 
 # Bounds on what is copied from the child into a report.
 TYPE_NAME_CHARS, MESSAGE_CHARS, TRACEBACK_CHARS = 100, 2000, 4000
+SOURCE_LINE_CHARS = 160
+
+# A frame of the student's code as traceback.format_list writes it.
+_FRAME = re.compile(r'^  File "(?P<label>[^"]*)", line (?P<number>\d+), in .*$', re.MULTILINE)
 
 
 class StudentError(Exception):
@@ -39,6 +45,16 @@ class StudentTimeout(StudentError):
 
 class StudentCrashed(StudentError):
     """The child ended during a call, or sent something that is not a valid reply."""
+
+
+def with_source_lines(traceback: str, program: Program) -> str:
+    """The child's traceback with each frame's line of code, as Python prints it. The child
+    compiles the student's cells from strings, so it has no lines to show; the grader reads
+    them from its own copy of the submission, never from the child."""
+    def add_line(frame: re.Match[str]) -> str:
+        line = program.line(frame["label"], int(frame["number"]))
+        return f"{frame[0]}\n    {clean(line, SOURCE_LINE_CHARS)}" if line else frame[0]
+    return clean(_FRAME.sub(add_line, traceback), TRACEBACK_CHARS)
 
 
 def reported_type_name(value: Any) -> str:

@@ -32,6 +32,7 @@ from grader.sandbox.errors import (
     StudentNotFound,
     StudentTimeout,
     reported_type_name,
+    with_source_lines,
 )
 from grader.sandbox.limits import Limits
 from grader.sandbox.protocol import Handle, Status
@@ -160,7 +161,8 @@ class StudentSession:
             message = clean(str(reply.get("message", "")), MESSAGE_CHARS)
             raise StudentException(label, reported_type_name(reply.get("type")),
                                    f"{self._process.limits.describe_memory()} ({message})" if memory else message,
-                                   clean(str(reply.get("traceback", "")), TRACEBACK_CHARS), memory)
+                                   with_source_lines(clean(str(reply.get("traceback", "")), TRACEBACK_CHARS),
+                                                     self.program), memory)
         raise StudentCrashed(f"{label}: the student process could not serve the request: "
                              f"{clean(str(reply.get('message', status)), MESSAGE_CHARS)}")
 
