@@ -112,10 +112,17 @@ class Assignment:
     @property
     def preload(self) -> tuple[str, ...]:
         """Modules the hidden suite asks the grader to import before forking (its suite.toml)."""
+        return tuple(self._suite_spec().get("preload", ()))
+
+    @property
+    def reference_module(self) -> str | None:
+        """The reference solution's module, as its suite.toml names it ("reference.multihead")."""
+        name = self._suite_spec().get("reference")
+        return f"reference.{name}" if name else None
+
+    def _suite_spec(self) -> dict:
         spec = self.hidden_suite / "suite.toml"
-        if not spec.is_file():
-            return ()
-        return tuple(tomllib.loads(spec.read_text(encoding="utf-8")).get("preload", ()))
+        return tomllib.loads(spec.read_text(encoding="utf-8")) if spec.is_file() else {}
 
     def working_copy(self) -> Path:
         """The student's copy to grade: the module or the notebook, whichever holds more of

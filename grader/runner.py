@@ -61,7 +61,8 @@ def run_suite(assignment: Assignment, program: Program | None, limits: Limits, d
                 zygote = Zygote.open(workspace.control, config)
             except ZygoteUnavailable as exc:
                 raise SuiteError(str(exc)) from None
-            session = StudentSession(zygote, program, limits)
+            reference = importlib.import_module(assignment.reference_module) if assignment.reference_module else None
+            session = StudentSession(zygote, program, limits, reference)
         torch.set_num_threads(1)
         grading = GradingPlugin(session, torch.device(device))
         tests = _run_pytest(suite, grading, collect_only=program is None)

@@ -1,5 +1,6 @@
 """Hangs cost seconds, not minutes: after a call times out, calls that may run the hung code
-get ``Limits.hung_call_timeout_s``; everything else keeps the full per-call limit.
+get a shorter limit, derived from the reference's time for the call (at least
+``Limits.hung_call_timeout_s``); everything else keeps the full per-call limit.
 
 Which calls those are is read from the source (:class:`grader.sandbox.hung_calls.HungCalls`),
 so these tests assert on the limit each call is given, never on wall time; the end-to-end
@@ -9,11 +10,15 @@ test checks that correct but slow code next to a hang keeps its marks.
 from __future__ import annotations
 
 from dataclasses import replace
+from types import ModuleType
 
 import pytest
+import torch
 
+import reference.multihead
 from grader.ingest import Cell, Program
 from grader.sandbox.hung_calls import HungCalls
+from grader.sandbox.reference_timing import reference_seconds
 from tests.conftest import TEST_LIMITS, mutant, notebook_text, part
 
 LIMITS = replace(TEST_LIMITS, call_timeout_s=2.0, hung_call_timeout_s=0.25)
@@ -109,6 +114,45 @@ def test_the_shorter_limit_never_exceeds_the_per_call_limit():
                       replace(LIMITS, call_timeout_s=0.1))
     calls.timed_out("f")
     assert calls.timeout_s("f")[0] == 0.1
+
+
+def test_the_shorter_limit_is_the_references_time_times_the_slowdown_above_the_floor():
+    calls = hung_calls(HEADS_BY_LOOP)
+    calls.timed_out("split_heads")
+    assert LIMITS.hung_call_slowdown == 1000
+    assert calls.timeout_s("split_heads", lambda: 0.0012)[0] == pytest.approx(1.2)  # a heavy call
+    assert calls.timeout_s("split_heads", lambda: 1e-5)[0] == 0.25  # the round trip dominates
+    assert calls.timeout_s("split_heads", lambda: None)[0] == 0.25  # no yardstick
+    assert calls.timeout_s("split_heads", lambda: 0.5)[0] == 2.0  # never above the per-call limit
+
+
+def test_the_reference_is_timed_only_for_a_shortened_call():
+    def not_asked() -> float:
+        raise AssertionError("timed a call that keeps the full limit")
+
+    calls = hung_calls(HEADS_BY_LOOP)
+    assert calls.timeout_s("split_heads", not_asked) == (2.0, None)
+    calls.timed_out("split_heads")
+    assert calls.timeout_s("combine_heads", not_asked) == (2.0, None)
+
+
+def test_the_reference_times_its_own_function_and_its_own_class_on_the_calls_arguments():
+    x = torch.randn(2, 5, 8)
+    assert reference_seconds(reference.multihead, "split_heads", None, None, (x, 2), {}) > 0
+    built = ("MultiHeadAttention", (8, 2), {"dropout": 0.1})
+    state = torch.random.get_rng_state()
+    assert reference_seconds(reference.multihead, "MultiHeadAttention", "__call__", built, (x, x, x), {}) > 0
+    # Building the reference's module draws no random numbers that the hidden tests would see.
+    assert torch.equal(torch.random.get_rng_state(), state)
+
+
+def test_no_yardstick_where_the_reference_cannot_make_the_call():
+    x = torch.randn(2, 5, 8)
+    assert reference_seconds(reference.multihead, "my_helper", None, None, (x,), {}) is None  # not the reference's
+    assert reference_seconds(reference.multihead, "split_heads", None, None, (x, 3), {}) is None  # it refuses
+    slow = ModuleType("slow")
+    slow.f = lambda: sum(range(10**5))
+    assert reference_seconds(slow, "f", None, None, (), {}) > 0
 
 
 @pytest.mark.slow

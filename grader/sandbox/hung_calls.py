@@ -2,21 +2,23 @@
 
 A function that ran past the per-call limit once (``while True: pass`` in ``split_heads``)
 would cost that whole limit again in every test that calls it. So after one of its calls
-timed out, later calls of it get ``Limits.hung_call_timeout_s`` instead; so do calls of
-what may run its code or hold the hang (a ``MultiHeadAttention`` whose forward calls a
-hung ``split_heads``, and ``split_heads`` once that forward hung): any function or class
-whose code reads its name, or whose name its code reads, directly or not. Which names a
-definition reads is parsed here (:mod:`grader.parsed_source`), never asked of the
-student's process.
+timed out, later calls of it get a shorter limit; so do calls of what may run its code or
+hold the hang (a ``MultiHeadAttention`` whose forward calls a hung ``split_heads``, and
+``split_heads`` once that forward hung): any function or class whose code reads its name,
+or whose name its code reads, directly or not. Which names a definition reads is parsed
+here (:mod:`grader.parsed_source`), never asked of the student's process.
 
-The shorter limit is still generous for correct code: every call the hidden suites make
-takes at most about 20 ms on the reference, round trip included, so a correct function
-100 times slower than the reference finishes well within it; and a function that never
-timed out keeps the full per-call limit, however slow.
+The shorter limit is derived from the reference's own time for the same call on the grading
+device (:mod:`grader.sandbox.reference_timing`): ``Limits.hung_call_slowdown`` times it, so
+a correct function 100 times slower than the reference still finishes; never less than
+``Limits.hung_call_timeout_s``, which covers the round trip of a call the reference does in
+microseconds (or one it cannot time); never more than the per-call limit. A function that
+never timed out keeps the full per-call limit, however slow.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cached_property
 
 from grader.ingest import Program
@@ -42,9 +44,11 @@ class HungCalls:
                 reads.setdefault(name, set()).update(statement.loads)
         return reads
 
-    def timeout_s(self, label: str) -> tuple[float, str | None]:
+    def timeout_s(self, label: str, reference_s: Callable[[], float | None] = lambda: None
+                  ) -> tuple[float, str | None]:
         """The time limit for a call (``split_heads``, ``MultiHeadAttention.forward``) and,
-        when it is the shorter one, why."""
+        when it is the shorter one, why. ``reference_s`` says how long the reference takes
+        for it (None: it cannot say); it is asked only for a shortened call."""
         if not self._hung:
             return self._limits.call_timeout_s, None
         name = _name_of(label)
@@ -52,7 +56,11 @@ class HungCalls:
         if not hung:
             return self._limits.call_timeout_s, None
         culprit = min(hung)
-        timeout_s = min(self._limits.hung_call_timeout_s, self._limits.call_timeout_s)
+        seconds = reference_s()
+        budget = self._limits.hung_call_timeout_s
+        if seconds is not None:
+            budget = max(budget, self._limits.hung_call_slowdown * seconds)
+        timeout_s = min(budget, self._limits.call_timeout_s)
         return timeout_s, (
             f"{culprit} ran past the time limit of {self._limits.call_timeout_s:g} s in an earlier test, so "
             f"calls that may run its code get {timeout_s:g} s")

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 import torch
@@ -36,6 +37,7 @@ from grader.sandbox.errors import (
 )
 from grader.sandbox.limits import Limits
 from grader.sandbox.protocol import Handle, Status
+from grader.sandbox.reference_timing import Construction, reference_seconds
 from grader.sandbox.zygote import Zygote
 from grader.sanitize import clean
 
@@ -48,9 +50,13 @@ class Backward:
 
 
 class StudentSession:
-    def __init__(self, zygote: Zygote, program: Program, limits: Limits):
+    def __init__(self, zygote: Zygote, program: Program, limits: Limits, reference: ModuleType | None = None):
+        """``reference``: the reference solution's module, whose own time for a call sets the
+        limit of calls near a hang (hung_calls.py); None: the fixed floor."""
         self._process = ChildProcess(zygote, program, limits)
         self._hung = HungCalls(program, limits)
+        self._reference = reference
+        self._reference_s: dict[str, float | None] = {}  # by call label, measured once
         self._watch: tuple[set[str], list[str]] | None = None  # see watching()
 
     # ---- the API hidden tests use --------------------------------------------------------
@@ -68,6 +74,7 @@ class StudentSession:
         obj = self.call(class_name, *args, **kwargs)
         if not isinstance(obj, RemoteObject):
             raise StudentCrashed(f"{class_name}(...) did not return an object")
+        obj.built = (class_name, args, kwargs)
         return obj
 
     def new_like(self, reference: torch.nn.Module, class_name: str, *args: Any, **kwargs: Any) -> RemoteObject:
@@ -142,7 +149,8 @@ class StudentSession:
             header[key] = encoder.encode(value)
         if self._watch:
             header["watch"] = sorted(self._watch[0])
-        timeout_s, shortened = self._hung.timeout_s(label)
+        timeout_s, shortened = self._hung.timeout_s(
+            label, lambda: self._reference_time(label, header.get("target"), args, kwargs, owner))
         try:
             reply, value = self._process.exchange(header, encoder.tensors, label, timeout_s)
         except StudentTimeout as exc:
@@ -166,6 +174,23 @@ class StudentSession:
         raise StudentCrashed(f"{label}: the student process could not serve the request: "
                              f"{clean(str(reply.get('message', status)), MESSAGE_CHARS)}")
 
+    def _reference_time(self, label: str, target: Any, args: tuple, kwargs: dict,
+                        owner: RemoteObject | None) -> float | None:
+        """The reference's time for this call (a function, or a method of an object built with
+        ``new``), measured at its first shortened call; None when it has no yardstick."""
+        if label not in self._reference_s:
+            built = owner.built if owner is not None else None
+            local = not any(isinstance(value, RemoteObject) for value in (
+                *args, *kwargs.values(), *(built[1] if built else ()), *(built[2].values() if built else ())))
+            seconds = None
+            if self._reference is not None and local:
+                if isinstance(target, str):
+                    seconds = reference_seconds(self._reference, target, None, None, args, kwargs)
+                elif built is not None and isinstance(target, dict):
+                    seconds = reference_seconds(self._reference, built[0], target["method"], built, args, kwargs)
+            self._reference_s[label] = seconds
+        return self._reference_s[label]
+
     def _wrap(self, value: Any) -> Any:
         if isinstance(value, Handle):
             return RemoteObject(self, value)
@@ -186,6 +211,7 @@ class RemoteObject:
         self._session = session
         self.handle = handle
         self.generation = session._process.generation  # the child it lives in
+        self.built: Construction | None = None  # how StudentSession.new built it
 
     @property
     def type_name(self) -> str:
