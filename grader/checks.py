@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from grader import hints
 from grader.report import Flag
 from grader.sandbox.errors import StudentException
 
@@ -39,7 +40,7 @@ def expect_tensor(
 ) -> torch.Tensor:
     """``got`` is a tensor with this shape, dtype and device type; returns it."""
     if not isinstance(got, torch.Tensor):
-        raise CheckFailed(f"{what}: expected a tensor, got {_kind(got)}", hint)
+        raise CheckFailed(f"{what}: expected a tensor, got {_kind(got)}", hint or _not_a_tensor_hint(got))
     if shape is not None and tuple(got.shape) != tuple(shape):
         raise CheckFailed(f"{what}: wrong shape: got {tuple(got.shape)}, expected {tuple(shape)}", hint)
     if dtype is not None and got.dtype != dtype:
@@ -337,6 +338,15 @@ def _value(x: torch.Tensor) -> str:
 
 def _name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
+
+
+def _not_a_tensor_hint(got: Any) -> str | None:
+    """What a value that is not the tensor the contract returns says about the code."""
+    if got is None:
+        return hints.RETURNS_NONE
+    if isinstance(got, (tuple, list)) and any(isinstance(item, torch.Tensor) for item in got):
+        return hints.RETURNS_SEVERAL
+    return None
 
 
 def _kind(value: Any) -> str:

@@ -17,6 +17,11 @@ MASK_FILL_NOT_NEGATIVE = ("masked scores filled with a value that is not very ne
 FUTURE_VISIBLE = ("mask the scores of every key later than its query before the softmax (a causal mask, True on "
                   "and below the diagonal, cropped to the input's length)")
 
+# What a value that is not the tensor a part returns says about the code (grader.checks.expect_tensor).
+RETURNS_NONE = "the function returns None: return the result (a missing return statement?)"
+RETURNS_SEVERAL = ("return one tensor, not a tuple: the contract returns a single tensor here; drop the extra "
+                   "values (such as the attention weights nn.MultiheadAttention also returns)")
+
 # (pattern in "Type: message", hint), first match wins.
 _EXCEPTION_HINTS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
     (re.compile(pattern, re.IGNORECASE), hint)

@@ -6,6 +6,7 @@ import pytest
 import torch
 from torch import nn
 
+from grader import hints
 from grader.checks import (CheckFailed, describe_difference, expect_causal, expect_close, expect_computes_with,
                            expect_contract_parameters, expect_derivative, expect_equal, expect_raises, expect_tensor,
                            names_mismatch)
@@ -139,6 +140,19 @@ def test_expect_tensor_names_what_came_back_instead(got, kind):
         expect_tensor("f(x)", got, hint="return the tensor")
     assert failure.value.message == f"f(x): expected a tensor, got {kind}"
     assert failure.value.hint == "return the tensor"
+
+
+@pytest.mark.parametrize("got, hint", [
+    ((torch.ones(2, 3), torch.ones(2, 2)), hints.RETURNS_SEVERAL),
+    ([torch.ones(3)], hints.RETURNS_SEVERAL),
+    (None, hints.RETURNS_NONE),
+    ({"x": 1}, None),  # nothing to say about it
+    ((1, 2), None),
+])
+def test_a_value_that_is_not_a_tensor_is_named_when_it_says_why(got, hint):
+    with pytest.raises(CheckFailed) as failure:
+        expect_tensor("f(x)", got, shape=(2, 3))
+    assert failure.value.hint == hint
 
 
 def test_expect_tensor_checks_shape_then_dtype_then_device():

@@ -20,7 +20,7 @@ from reference.hidden.a01 import variants as variants_01
 from reference.hidden.a02 import variants as variants_02
 from reference.hidden.a03 import variants as variants_03
 from reference.hidden.a06 import variants as variants_06
-from tests.conftest import ROOT, part
+from tests.conftest import ROOT, mutant, part
 
 
 def _raised(operation: Callable[[], object]) -> tuple[str, str]:
@@ -213,3 +213,12 @@ def test_d2l_masked_softmax_handed_a_bool_mask_is_named_and_its_lines_are_shown(
     failed = next(test for test in sdpa.tests if test.name == "test_sdpa_padding_mask")
     # The traceback shows the student's line of code, read from the grader's copy of it.
     assert failed.message.endswith("in sequence_mask\n    X[~mask] = value")
+
+
+@pytest.mark.slow
+def test_attention_that_returns_its_weights_too_headlines_that(grade_source):
+    # As nn.MultiheadAttention does: (output, weights). Nine tests fail on it; it must lead.
+    source = mutant(as_submission(module_for("03")), "        return self.W_o(combine_heads(heads))  # (B, T_q, d_model)",
+                    "        return self.W_o(combine_heads(heads)), weights")
+    report = grade_source(source, assignment=Assignment.load(ROOT / "assignments" / "03").directory)
+    assert part(report, "MultiHeadAttention").hint == hints.RETURNS_SEVERAL

@@ -43,7 +43,8 @@ def render() -> str:
             lines += [f"- {hint}" for hint in named]
     lines += ["", "## Any assignment: what an exception usually means", ""]
     lines += [f"- {hint}" for _, hint in hints.exception_hints()]
-    lines += [f"- {hints.NOT_IMPLEMENTED}", f"- {hints.NOT_FOUND}"]
+    lines += [f"- {hints.NOT_IMPLEMENTED}", f"- {hints.NOT_FOUND}", f"- {hints.RETURNS_NONE}",
+              f"- {hints.RETURNS_SEVERAL}"]
     return "\n".join(lines) + "\n"
 
 
