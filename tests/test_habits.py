@@ -222,3 +222,14 @@ def test_attention_that_returns_its_weights_too_headlines_that(grade_source):
                     "        return self.W_o(combine_heads(heads)), weights")
     report = grade_source(source, assignment=Assignment.load(ROOT / "assignments" / "03").directory)
     assert part(report, "MultiHeadAttention").hint == hints.RETURNS_SEVERAL
+
+
+@pytest.mark.slow
+def test_a_causal_mask_applied_transposed_in_03_names_the_leaking_positions(grade_source):
+    # Queries and keys confused: each position sees the later ones and not the earlier ones.
+    source = mutant(as_submission(module_for("03")), 'scores = scores.masked_fill(~mask, float("-inf"))',
+                    'scores = scores.masked_fill(~mask.transpose(-2, -1), float("-inf"))')
+    report = grade_source(source, assignment=Assignment.load(ROOT / "assignments" / "03").directory)
+    causal = next(test for test in part(report, "MultiHeadAttention").tests if test.name == "test_mha_causal_mask")
+    assert causal.outcome == "failed" and "position 0 sees position 1" in causal.hint
+    assert causal.hint.endswith(variants_03.MASK_NOT_AS_GIVEN)

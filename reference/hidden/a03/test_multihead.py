@@ -2,11 +2,13 @@ import pytest
 import torch
 
 from grader.suite import (
+    expect_causal,
     expect_close,
     expect_computes_with,
     expect_contract_parameters,
     expect_raises,
     expect_tensor,
+    is_close,
     materialized,
 )
 from reference.hidden.a03 import variants
@@ -61,8 +63,20 @@ def test_mha_causal_mask(student_mha, reference_mha, make_input, device):
     x = make_input(2, 5, D_MODEL, seed=13)
     mask = torch.tril(torch.ones(5, 5, dtype=torch.bool, device=device)).view(1, 1, 5, 5)
     want = reference_mha(x, x, x, mask)
-    expect_close("MultiHeadAttention(x, x, x, mask=causal (1, 1, 5, 5))", student_mha(x, x, x, mask=mask), want,
-                 atol=ATOL, rtol=RTOL, mistakes=variants.mistakes(_params(reference_mha), x, x, x, NUM_HEADS, mask))
+    got = student_mha(x, x, x, mask=mask)
+    mistakes = variants.mistakes(_params(reference_mha), x, x, x, NUM_HEADS, mask)
+    what = "MultiHeadAttention(x, x, x, mask=causal (1, 1, 5, 5))"
+    if not is_close(got, want, atol=ATOL, rtol=RTOL):
+        # Wrong values: when later positions leak into earlier ones, name them.
+        def output_with_change_at(later):
+            changed = x.clone()
+            if later is not None:
+                changed[:, later] += 1.0
+            return student_mha(changed, changed, changed, mask=mask)
+
+        expect_causal(what, output_with_change_at, 5, atol=ATOL, rtol=RTOL, hint=variants.MASK_NOT_AS_GIVEN,
+                      mistakes=mistakes)
+    expect_close(what, got, want, atol=ATOL, rtol=RTOL, mistakes=mistakes)
 
 
 def test_mha_padding_mask(student_mha, reference_mha, make_input, device):

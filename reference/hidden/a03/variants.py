@@ -23,6 +23,8 @@ SCALE_D_K = "scores scaled by d_k instead of sqrt(d_k)"
 SOFTMAX_DIM = "softmax over the wrong dimension: normalise over the keys (the last dimension)"
 MASK_INVERTED = "mask inverted: True means may attend (fill the positions where the mask is False)"
 MASK_AFTER_SOFTMAX = "mask applied after the softmax: mask the scores before it, so weights still sum to 1"
+MASK_NOT_AS_GIVEN = ("the mask is not applied as given: fill the scores where mask is False with float('-inf') "
+                     "before the softmax; it broadcasts to (B, H, T_q, T_k) as it is")
 NO_OUTPUT_PROJECTION = "the output projection W_o is not applied after combining the heads"
 
 
