@@ -2,8 +2,7 @@
 
 A part's hints are its distinct named mistakes, the one that cost the most points first: a
 one-point names mismatch does not hide an inverted mask that fails seven. When a part fails
-and a part it uses fails its own tests, the hints say to fix that one first: as the headline,
-unless the part's own checks named a mistake of its own (one no used part's hints name).
+and a part it uses fails its own tests, the headline says to fix that one first.
 """
 
 from __future__ import annotations
@@ -34,24 +33,13 @@ def score_parts(part_ids: tuple[str, ...], tests: list[tuple[str, TestResult]],
             tests=results,
             hints=part_hints(results),
         ))
-    by_id = {part.id: part for part in parts}
+    failing = {part.id for part in parts if part.score < part.max_score}
     for part in parts:
-        culprits = [used for used in (uses or {}).get(part.id, ())
-                    if by_id[used].score < by_id[used].max_score]
-        if part.score < part.max_score and culprits and _may_be_caused_by(part.hints, culprits):
-            fix = fix_first(culprits)
-            # A mistake the part's own checks named, and no used part's, is its own: it leads.
-            culprit_hints = {hint for used in culprits for hint in by_id[used].hints}
-            headline = part.hints[0] if part.hints else None
-            own = headline if _named_by_a_check(part, headline) and headline not in culprit_hints else None
-            part.hints = [own, fix] if own else [fix, *part.hints][:MAX_HINTS]
+        culprits = [used for used in (uses or {}).get(part.id, ()) if used in failing]
+        if part.id in failing and culprits and _may_be_caused_by(part.hints, culprits):
+            part.hints = [fix_first(culprits), *part.hints][:MAX_HINTS]
         part.hint = part.hints[0] if part.hints else None
     return parts
-
-
-def _named_by_a_check(part: PartResult, hint: str | None) -> bool:
-    """Whether a check of the part named this hint (evidence), rather than an exception suggesting it."""
-    return hint is not None and any(result.hint == hint and result.outcome == Outcome.FAILED for result in part.tests)
 
 
 def part_hints(results: list[TestResult]) -> list[str]:
