@@ -63,7 +63,7 @@ class HungCalls:
         timeout_s = min(budget, self._limits.call_timeout_s)
         return timeout_s, (
             f"{culprit} ran past the time limit of {self._limits.call_timeout_s:g} s in an earlier test, so "
-            f"calls that may run its code get {timeout_s:g} s")
+            f"calls that may run its code get {timeout_s:.2g} s")
 
     def timed_out(self, label: str) -> None:
         self._hung.add(_name_of(label))

@@ -17,7 +17,7 @@ class Limits:
     # Later calls of a function that ran past call_timeout_s get hung_call_slowdown times the
     # reference's time for the call, at least hung_call_timeout_s (hung_calls.py).
     hung_call_timeout_s: float = 0.25
-    hung_call_slowdown: float = 1000.0
+    hung_call_slowdown: float = 300.0  # a loop 100 times slower than the reference, with room to spare
     cell_timeout_s: float = 10.0  # wall clock for one notebook cell (or a .py's top level)
     load_timeout_s: float = 60.0  # wall clock for running all of a submission's cells, each time a child starts
     student_time_s: float = 300.0  # wall clock for all of one submission's code, over every call and child
