@@ -1,5 +1,136 @@
-"""Dimensions, reference modules and this suite's own fixtures for the 07 suite.
+"""Dimensions, reference modules and the pieces of each part for the 07 suite.
 
-The grading plugin serves `student`, `device`, `make_input` and `input_scale` to every
-suite (see grader.suite): override `input_scale` here if the values need larger inputs.
+Small dimensions keep the suite fast: d_model=16, 2 heads of 8, context 8, a vocabulary of
+11, 2 blocks. Every LayerNorm of a reference module gets random weights and biases, so
+ln1, ln2 and ln_f differ and each wiring mistake changes the output visibly.
+
+Part isolation (``grader.part_isolation``): MultiHead is checked against ``proj(cat(heads))``
+of the student's own heads, Block against pre-norm wiring of its own attn and mlp, GPT
+against the contract's wiring of its own blocks, each called as a black box. A piece whose
+parameter names are not the contract's (an ``nn.Sequential`` MLP, Karpathy's ``sa`` and
+``ffwd``) cannot hold the reference's weights: a stock piece (``stock.py``) takes its place
+(``grader.suite.new_graded_like``), and its names cost points where it is graded.
 """
+
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from grader.suite import Remote, StockPiece, new_graded_like, with_stock
+from reference.gpt import GPT, MLP, Block, Head, MultiHead
+from reference.hidden.a07 import stock
+
+D_MODEL, NUM_HEADS, CONTEXT, VOCAB, NUM_LAYERS = 16, 2, 8, 11, 2
+HEAD_SIZE = D_MODEL // NUM_HEADS
+GPT_ARGS = (VOCAB, D_MODEL, NUM_HEADS, NUM_LAYERS, CONTEXT)
+SHAPE_HINT = "a parameter has the wrong shape; check the nn.Linear and nn.Embedding sizes against the contract"
+STOCK_SOURCE = Path(stock.__file__).read_text(encoding="utf-8")
+
+
+def randomize_norms(module: nn.Module, seed: int) -> nn.Module:
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for norm in (m for m in module.modules() if isinstance(m, nn.LayerNorm)):
+            norm.weight.copy_(1 + 0.3 * torch.randn(norm.weight.shape, generator=generator))
+            norm.bias.copy_(0.3 * torch.randn(norm.bias.shape, generator=generator))
+    return module
+
+
+def params(module: nn.Module) -> dict[str, torch.Tensor]:
+    return {name: p.detach() for name, p in module.named_parameters()}
+
+
+@pytest.fixture
+def make_tokens(device):
+    def make(batch: int, length: int, *, seed: int) -> torch.Tensor:
+        return torch.randint(0, VOCAB, (batch, length), generator=torch.Generator().manual_seed(seed)).to(device)
+    return make
+
+
+@pytest.fixture
+def reference_head(device):
+    torch.manual_seed(1)
+    return Head(D_MODEL, HEAD_SIZE, CONTEXT).to(device)
+
+
+@pytest.fixture
+def reference_multihead(device):
+    torch.manual_seed(2)
+    return MultiHead(D_MODEL, NUM_HEADS, CONTEXT).to(device)
+
+
+@pytest.fixture
+def reference_mlp(device):
+    torch.manual_seed(3)
+    return MLP(D_MODEL).to(device)
+
+
+@pytest.fixture
+def reference_block(device):
+    torch.manual_seed(4)
+    return randomize_norms(Block(D_MODEL, NUM_HEADS, CONTEXT), seed=4).to(device)
+
+
+@pytest.fixture
+def reference_gpt(device):
+    torch.manual_seed(5)
+    return randomize_norms(GPT(*GPT_ARGS), seed=5).to(device)
+
+
+@pytest.fixture
+def stock_pieces(student) -> list[StockPiece]:
+    """Stand-ins for a Block inside a GPT, the MultiHead and MLP inside a Block and a Head inside a
+    MultiHead, in the student's process."""
+    remote = student.define("stock", STOCK_SOURCE)
+    return [StockPiece("Head", lambda head: remote.method(
+                "StockHead", D_MODEL, head.key.out_features, head.tril.size(0))),
+            StockPiece("Block", lambda block: remote.method(
+                "StockBlock", D_MODEL, len(block.attn.heads), block.attn.heads[0].tril.size(0))),
+            StockPiece("MultiHead", lambda attn: remote.method(
+                "StockMultiHead", D_MODEL, len(attn.heads), attn.heads[0].tril.size(0))),
+            StockPiece("MLP", lambda mlp: remote.method("StockMLP", mlp.fc.in_features))]
+
+
+@pytest.fixture
+def new_graded(student, stock_pieces):
+    """new_graded(reference, class_name, *args, **kwargs): the student's module holding the
+    reference's weights, stock pieces where its own do not fit them."""
+    def new(reference: nn.Module, class_name: str, *args, **kwargs) -> Remote:
+        return new_graded_like(student, reference, class_name, *args, stock=stock_pieces, **kwargs)
+    return new
+
+
+@pytest.fixture
+def new_for_names(student, stock_pieces):
+    """new_for_names(reference, class_name, *args): the student's module for a check of its
+    own parameter names, stock pieces where its pieces' names are not the contract's."""
+    def new(reference: nn.Module, class_name: str, *args, **kwargs) -> Remote:
+        return with_stock(student.new(class_name, *args, **kwargs), reference, stock_pieces)
+    return new
+
+
+@pytest.fixture
+def student_head(student, reference_head):
+    return student.new_like(reference_head, "Head", D_MODEL, HEAD_SIZE, CONTEXT)
+
+
+@pytest.fixture
+def student_mlp(student, reference_mlp):
+    return student.new_like(reference_mlp, "MLP", D_MODEL)
+
+
+@pytest.fixture
+def student_multihead(new_graded, reference_multihead):
+    return new_graded(reference_multihead, "MultiHead", D_MODEL, NUM_HEADS, CONTEXT)
+
+
+@pytest.fixture
+def student_block(new_graded, reference_block):
+    return new_graded(reference_block, "Block", D_MODEL, NUM_HEADS, CONTEXT)
+
+
+@pytest.fixture
+def student_gpt(new_graded, reference_gpt):
+    return new_graded(reference_gpt, "GPT", *GPT_ARGS)

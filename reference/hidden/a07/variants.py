@@ -7,7 +7,98 @@ module constant: docs/mistakes.md lists them (python -m reference.hidden.mistake
 
 import torch
 
+# Shared with 01-03, worded once (grader.hints); "scaled by d_model" is the input width here.
+from grader.suite import FUTURE_VISIBLE, MASK_FILL_NOT_NEGATIVE, SCALE_BY_INPUT_WIDTH
+
 # ---- Head, MultiHead, MLP, Block, GPT ------------------------------------------------------
+NO_SCALE = "scores not scaled: multiply q @ k^T by head_size ** -0.5 (k.size(-1) ** -0.5)"
+SOFTMAX_DIM = "softmax over the wrong dimension: normalise over the keys (the last dimension)"
+MASK_NOT_CROPPED = ("the tril mask is not cropped to the input: use self.tril[:T, :T] with T = x.size(1), so every "
+                    "T <= context_length works")
+NO_PROJECTION = "the heads are concatenated but not projected: MultiHead returns dropout(proj(cat(heads)))"
+RELU = "ReLU instead of GELU: the MLP is proj(gelu(fc(x))) with F.gelu (exact, erf)"
+TANH_GELU = "the tanh approximation of GELU: use the exact one, F.gelu(x) (approximate='none', nn.GELU())"
+NO_ACTIVATION = "no activation between fc and proj: proj(gelu(fc(x)))"
+MLP_DROPOUT_MISPLACED = "dropout belongs after proj: dropout(proj(gelu(fc(x))))"
+POST_NORM = "post-norm (x = ln(x + sublayer(x))) instead of pre-norm: x = x + attn(ln1(x)), then x = x + mlp(ln2(x))"
+MISSING_RESIDUAL = "a residual connection is missing: x = x + attn(ln1(x)), then x = x + mlp(ln2(x))"
+NO_FINAL_NORM = "no final LayerNorm: logits = lm_head(ln_f(x)) after the last block"
+NO_POSITIONS = "positions are not added: x = token_embedding(idx) + position_embedding(arange(T))"
+LOGITS_FLATTENED = ("logits returned flattened to (B*T, vocab_size): return them as (B, T, vocab_size) and flatten "
+                    "only inside the loss")
+LAST_POSITION_ONLY = ("logits only for the last position: forward returns logits for every position, "
+                      "(B, T, vocab_size), with or without targets")
+LOSS_WRONG = ("the loss is not the mean cross-entropy of the logits over all B*T positions: "
+              "F.cross_entropy(logits.view(-1, V), targets.view(-1))")
+GPT_WIRING = ("forward combines your modules differently from the contract: token_embedding(idx) + "
+              "position_embedding(arange(T)) -> each block -> ln_f -> lm_head")
+PIECES_UNUSABLE = ("your modules cannot be combined as the contract says ({error}): each Head, MultiHead, MLP and "
+                   "Block must return one tensor of the contract's shape")
+
+
+def head(x: torch.Tensor, p: dict[str, torch.Tensor], *, scale: str = "head", causal: bool = True,
+         fill: float = float("-inf"), softmax_dim: int = -1) -> torch.Tensor:
+    """Head's forward from its parameters (key/query/value.weight), one mistake per keyword."""
+    q, k, v = (x @ p[f"{name}.weight"].T for name in ("query", "key", "value"))  # (B, T, hs)
+    scores = q @ k.transpose(-2, -1) * {"head": k.size(-1) ** -0.5, "d_model": x.size(-1) ** -0.5,
+                                        "none": 1.0}[scale]
+    if causal:
+        length = x.size(1)
+        blocked = torch.ones(length, length, dtype=torch.bool, device=x.device).triu(1)
+        scores = scores.masked_fill(blocked, fill)
+    return scores.softmax(dim=softmax_dim) @ v
+
+
+def head_mistakes(x: torch.Tensor, p: dict[str, torch.Tensor]) -> dict:
+    return {
+        SCALE_BY_INPUT_WIDTH: lambda: head(x, p, scale="d_model"),
+        NO_SCALE: lambda: head(x, p, scale="none"),
+        FUTURE_VISIBLE: lambda: head(x, p, causal=False),
+        MASK_FILL_NOT_NEGATIVE: lambda: head(x, p, fill=0.0),
+        SOFTMAX_DIM: lambda: head(x, p, softmax_dim=-2),
+    }
+
+
+def mlp(x: torch.Tensor, p: dict[str, torch.Tensor], *, activation: str = "gelu") -> torch.Tensor:
+    hidden = torch.nn.functional.linear(x, p["fc.weight"], p["fc.bias"])
+    hidden = {"gelu": torch.nn.functional.gelu, "relu": torch.relu, "none": lambda h: h,
+              "tanh": lambda h: torch.nn.functional.gelu(h, approximate="tanh")}[activation](hidden)
+    return torch.nn.functional.linear(hidden, p["proj.weight"], p["proj.bias"])
+
+
+def mlp_mistakes(x: torch.Tensor, p: dict[str, torch.Tensor]) -> dict:
+    return {RELU: lambda: mlp(x, p, activation="relu"), TANH_GELU: lambda: mlp(x, p, activation="tanh"),
+            NO_ACTIVATION: lambda: mlp(x, p, activation="none")}
+
+
+def block(x: torch.Tensor, attn, mlp_, ln1, ln2, *, mode: str = "pre") -> torch.Tensor:
+    """Block's wiring of callables: "pre" (the contract), "post", "no_residual" (around attn)."""
+    if mode == "post":
+        x = ln1(x + attn(x))
+        return ln2(x + mlp_(x))
+    x = (attn(ln1(x)) if mode == "no_residual" else x + attn(ln1(x)))
+    return x + mlp_(ln2(x))
+
+
+def block_mistakes(x: torch.Tensor, pieces: dict) -> dict:
+    return {POST_NORM: lambda: block(x, **pieces, mode="post"),
+            MISSING_RESIDUAL: lambda: block(x, **pieces, mode="no_residual")}
+
+
+def gpt(idx: torch.Tensor, modules: dict, *, positions: bool = True, final_norm: bool = True) -> torch.Tensor:
+    """GPT's logits (B, T, V) from its modules (callables), one mistake per keyword."""
+    x = modules["token_embedding"](idx)
+    if positions:
+        x = x + modules["position_embedding"](torch.arange(idx.size(1), device=idx.device))
+    for each in modules["blocks"]:
+        x = each(x)
+    return modules["lm_head"](modules["ln_f"](x) if final_norm else x)
+
+
+def gpt_mistakes(idx: torch.Tensor, modules: dict) -> dict:
+    return {NO_POSITIONS: lambda: gpt(idx, modules, positions=False),
+            NO_FINAL_NORM: lambda: gpt(idx, modules, final_norm=False)}
+
 
 # ---- generate, end_to_end ------------------------------------------------------------------
 CONTEXT_NOT_CROPPED = ("the context is not cropped: feed the model only the last context_length tokens, "

@@ -1,0 +1,145 @@
+import pytest
+import torch
+import torch.nn.functional as F
+
+from grader.suite import (
+    CheckFailed,
+    Piece,
+    diagnosing,
+    expect_close,
+    expect_computes_with,
+    expect_contract_parameters,
+    expect_gradients,
+    expect_raises,
+    expect_tensor,
+    expect_wiring,
+    materialized,
+    noting_stock,
+)
+from reference.gpt import GPT
+from reference.hidden.a07 import stock, variants
+from reference.hidden.a07.conftest import CONTEXT, GPT_ARGS, NUM_LAYERS, SHAPE_HINT, STOCK_SOURCE, VOCAB
+
+pytestmark = pytest.mark.part("GPT")
+
+# Embeddings, 2 blocks, a LayerNorm and the head in float32: the reference is within ~1e-6
+# of a float64 run (logits up to ~2); the mistakes differ by more than 1e-1.
+ATOL, RTOL = 1e-4, 1e-4
+NAMES = ("token_embedding, position_embedding (nn.Embedding), blocks (nn.ModuleList of Block), ln_f "
+         "(nn.LayerNorm), lm_head (nn.Linear(d_model, vocab_size, bias=False))")
+
+
+def own_modules(model, reference: GPT) -> dict:
+    """The student's blocks as black boxes; embeddings, ln_f and lm_head hold the same weights
+    as the reference's, so the reference's serve."""
+    blocks = model.attr("blocks")
+    return dict(token_embedding=reference.token_embedding, position_embedding=reference.position_embedding,
+                blocks=[blocks.method("__getitem__", i) for i in range(NUM_LAYERS)], ln_f=reference.ln_f,
+                lm_head=reference.lm_head)
+
+
+def logits_of(what: str, out, batch: int, length: int) -> torch.Tensor:
+    """The logits of forward's (logits, loss), named when they come back flattened or cut to the last position."""
+    if not (isinstance(out, tuple) and len(out) == 2):
+        hint = "forward returns a pair (logits, loss), loss None without targets"
+        raise CheckFailed(f"{what}: expected (logits, loss), got {type(out).__name__}", hint)
+    logits = out[0]
+    hint = None
+    if isinstance(logits, torch.Tensor) and tuple(logits.shape) == (batch * length, VOCAB) and length > 1:
+        hint = variants.LOGITS_FLATTENED
+    elif isinstance(logits, torch.Tensor) and tuple(logits.shape) == (batch, 1, VOCAB) and length > 1:
+        hint = variants.LAST_POSITION_ONLY
+    return expect_tensor(f"{what} logits", logits, shape=(batch, length, VOCAB), hint=hint)
+
+
+def expect_gpt(what: str, model, reference: GPT, idx: torch.Tensor, targets: torch.Tensor | None = None) -> None:
+    """Logits against the reference, else against the contract's wiring of the student's own blocks."""
+    modules = own_modules(model, reference)
+    with torch.no_grad():
+        inputs = [reference.token_embedding(idx) + reference.position_embedding(torch.arange(idx.size(1),
+                                                                                              device=idx.device))]
+        for block in reference.blocks:
+            inputs.append(block(inputs[-1]))
+    pieces = [Piece("Block", f"blocks[{i}]", "the Block part", lambda b=b, x=x: b(x), lambda i=i, x=x: reference.blocks[i](x))
+              for i, (b, x) in enumerate(zip(modules["blocks"], inputs))]
+    with noting_stock(model), diagnosing(pieces):
+        out = model(idx) if targets is None else model(idx, targets)
+        logits = logits_of(what, out, *idx.shape)
+        expect_wiring(what, logits, reference(idx)[0], lambda: variants.gpt(idx, modules), atol=ATOL, rtol=RTOL,
+                      mistakes=variants.gpt_mistakes(idx, modules), pieces=pieces,
+                      unusable_hint=variants.PIECES_UNUSABLE, fallback_hint=variants.GPT_WIRING)
+    return out
+
+
+def test_gpt_has_the_contract_parameters(new_for_names, new_graded, reference_gpt, make_tokens):
+    idx = make_tokens(2, 5, seed=600)
+    model = new_for_names(reference_gpt, "GPT", *GPT_ARGS)
+    expect_contract_parameters(f"GPT{GPT_ARGS}", materialized(model, lambda: model(idx)), reference_gpt,
+                               names_hint=f"use the contract's submodules: {NAMES}", shape_hint=SHAPE_HINT,
+                               unexpected_hints={"lm_head.bias": "lm_head has no bias: nn.Linear(d_model, "
+                                                                 "vocab_size, bias=False)"})
+    model = new_graded(reference_gpt, "GPT", *GPT_ARGS)
+    expect_computes_with("GPT(idx)", model, reference_gpt, lambda: model(idx)[0])
+
+
+def test_gpt_forward_shape_and_no_loss_without_targets(student_gpt, make_tokens):
+    out = student_gpt(make_tokens(2, 5, seed=601))
+    logits_of("GPT(idx: (2, 5))", out, 2, 5)
+    if out[1] is not None:
+        raise CheckFailed("GPT(idx: (2, 5)) without targets: the loss is not None",
+                          "forward returns (logits, None) when targets is None")
+
+
+@pytest.mark.part("GPT", points=4)
+def test_gpt_logits(student_gpt, reference_gpt, make_tokens):
+    expect_gpt("GPT(idx)", student_gpt, reference_gpt, make_tokens(2, 6, seed=602))
+
+
+@pytest.mark.part("GPT", points=2)
+def test_gpt_logits_at_full_context_and_length_one(student_gpt, reference_gpt, make_tokens):
+    for length, seed in ((CONTEXT, 603), (1, 604)):
+        expect_gpt(f"GPT(idx: (2, {length}))", student_gpt, reference_gpt, make_tokens(2, length, seed=seed))
+
+
+@pytest.mark.part("GPT", points=2)
+def test_gpt_loss_is_the_mean_cross_entropy(student_gpt, reference_gpt, make_tokens):
+    idx, targets = make_tokens(2, 6, seed=605), make_tokens(2, 6, seed=606)
+    out = expect_gpt("GPT(idx, targets)", student_gpt, reference_gpt, idx, targets)
+    loss = out[1]
+    if not (isinstance(loss, torch.Tensor) and loss.numel() == 1):
+        raise CheckFailed(f"GPT(idx, targets): the loss is {type(loss).__name__}, expected a 0-dim tensor",
+                          variants.LOSS_WRONG)
+    # Computed here from the logits the student's model returned: its own loss must be that.
+    want = F.cross_entropy(out[0].reshape(-1, VOCAB).float(), targets.reshape(-1))
+    expect_close("GPT(idx, targets) loss", loss.reshape(()).float(), want, atol=1e-5, rtol=1e-5,
+                 mistakes={variants.LOSS_WRONG: loss.reshape(()).float()})
+
+
+def test_gpt_rejects_a_sequence_longer_than_the_context(student_gpt, make_tokens):
+    idx = make_tokens(1, CONTEXT + 1, seed=607)
+    expect_raises(ValueError, f"GPT(idx) with T = {CONTEXT + 1} > context_length = {CONTEXT}",
+                  lambda: student_gpt(idx))
+
+
+def test_gpt_knows_its_context_length(student_gpt):
+    got = student_gpt.attr("context_length")
+    if got != CONTEXT:
+        raise CheckFailed(f"GPT.context_length is {got!r}, expected {CONTEXT}",
+                          "store the constructor's context_length as self.context_length (generate reads it)")
+
+
+def test_gpt_dropout_is_off_in_eval_mode(new_graded, reference_gpt, make_tokens):
+    model = new_graded(reference_gpt, "GPT", *GPT_ARGS, dropout=0.5)
+    model.method("eval")
+    expect_gpt("GPT(dropout=0.5) in eval mode", model, reference_gpt, make_tokens(2, 5, seed=608))
+
+
+def test_gpt_gradients_reach_every_submodule(student, student_gpt, reference_gpt, make_tokens, make_input):
+    # Seen through its logits: the check's loss is an inner product with one output tensor.
+    logits_only = student.define("stock", STOCK_SOURCE).method("LogitsOnly", student_gpt)
+    expect_gradients("GPT", logits_only, stock.LogitsOnly(reference_gpt), (make_tokens(2, 5, seed=609),),
+                     make_input(2, 5, VOCAB, seed=610), inputs={})
+
+
+def test_gpt_follows_the_input_device(student_gpt, make_tokens, device):
+    expect_tensor("GPT logits", student_gpt(make_tokens(1, 2, seed=611))[0], device=device)

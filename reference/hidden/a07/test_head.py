@@ -1,0 +1,121 @@
+import pytest
+import torch
+
+from grader.suite import (
+    CheckFailed,
+    StudentException,
+    expect_causal,
+    expect_close,
+    expect_computes_with,
+    expect_contract_parameters,
+    expect_raises,
+    expect_tensor,
+    materialized,
+)
+from reference.gpt import Head
+from reference.hidden.a07 import variants
+from reference.hidden.a07.conftest import CONTEXT, D_MODEL, HEAD_SIZE, SHAPE_HINT, params
+
+pytestmark = pytest.mark.part("Head")
+
+# Three float32 projections and a softmax: a correct head is within ~1e-6 of the reference;
+# the mistakes differ by more than 0.1 (the variants, at these sizes).
+ATOL, RTOL = 1e-5, 1e-4
+NAMES = "key, query, value = nn.Linear(d_model, head_size, bias=False)"
+
+
+def call_head(what: str, head, x: torch.Tensor):
+    """head(x); a crash for T < context_length that T == context_length does not have is
+    the mask not cropped to T."""
+    try:
+        return head(x)
+    except StudentException as exc:
+        if exc.type_name == "NotImplementedError" or x.size(1) == CONTEXT:
+            raise
+        try:
+            head(torch.zeros(1, CONTEXT, D_MODEL, device=x.device))
+        except StudentException:
+            raise exc from None
+        raise CheckFailed(f"{what}: {exc}", variants.MASK_NOT_CROPPED) from None
+
+
+def expect_head(what: str, head, reference: Head, x: torch.Tensor) -> None:
+    expect_close(what, call_head(what, head, x), reference(x), atol=ATOL, rtol=RTOL,
+                 mistakes=variants.head_mistakes(x, params(reference)))
+
+
+def test_head_has_the_contract_parameters_and_a_causal_buffer(student, reference_head, make_input):
+    x = make_input(2, CONTEXT, D_MODEL, seed=100)
+    head = student.new("Head", D_MODEL, HEAD_SIZE, CONTEXT)
+    expect_contract_parameters(f"Head({D_MODEL}, {HEAD_SIZE}, {CONTEXT})", materialized(head, lambda: head(x)),
+                               reference_head, names_hint=f"use the contract's submodules: {NAMES}",
+                               shape_hint=SHAPE_HINT,
+                               unexpected_hints={name: f"{name}: unexpected bias: {NAMES}"
+                                                 for name in ("key.bias", "query.bias", "value.bias")})
+    buffers = head.inspect()["buffers"]
+    if buffers.get("tril") != [CONTEXT, CONTEXT]:
+        raise CheckFailed(f"Head buffers: expected tril ({CONTEXT}, {CONTEXT}), got {buffers}",
+                          "register the causal mask as a buffer: self.register_buffer('tril', "
+                          "torch.tril(torch.ones(context_length, context_length)))")
+    # The names are the student process's word: the module must compute with them.
+    head = student.new_like(reference_head, "Head", D_MODEL, HEAD_SIZE, CONTEXT)
+    expect_computes_with("Head(x)", head, reference_head, lambda: head(x))
+
+
+def test_head_shape(student_head, make_input):
+    x = make_input(2, 5, D_MODEL, seed=101)
+    expect_tensor(f"Head(x: (2, 5, {D_MODEL}))", call_head("Head(x)", student_head, x), shape=(2, 5, HEAD_SIZE))
+
+
+@pytest.mark.part("Head", points=3)
+def test_head_values_at_full_context(student_head, reference_head, make_input):
+    expect_head(f"Head(x: (2, {CONTEXT}, {D_MODEL}))", student_head, reference_head,
+                make_input(2, CONTEXT, D_MODEL, seed=102))
+
+
+@pytest.mark.part("Head", points=2)
+def test_head_values_shorter_than_the_context(student_head, reference_head, make_input):
+    expect_head(f"Head(x: (2, 5, {D_MODEL}))", student_head, reference_head, make_input(2, 5, D_MODEL, seed=103))
+
+
+@pytest.mark.part("Head", points=2)
+def test_head_no_position_sees_a_later_one(student_head, reference_head, make_input):
+    x = make_input(2, 6, D_MODEL, seed=104)
+
+    def output_with_change_at(later):
+        changed = x.clone()
+        if later is not None:
+            changed[:, later] += 1.0
+        return call_head("Head(x)", student_head, changed)
+
+    expect_causal("Head(x)", output_with_change_at, 6, atol=ATOL, rtol=RTOL, hint=variants.FUTURE_VISIBLE,
+                  mistakes=variants.head_mistakes(x, params(reference_head)))
+
+
+def test_head_length_one(student_head, reference_head, make_input):
+    expect_head(f"Head(x: (1, 1, {D_MODEL}))", student_head, reference_head, make_input(1, 1, D_MODEL, seed=105))
+
+
+def test_head_rejects_a_sequence_longer_than_the_context(student_head, make_input):
+    x = make_input(1, CONTEXT + 1, D_MODEL, seed=106)
+    expect_raises(ValueError, f"Head(x) with T = {CONTEXT + 1} > context_length = {CONTEXT}", lambda: student_head(x))
+
+
+def test_head_dropout_is_off_in_eval_mode(student, reference_head, make_input):
+    head = student.new_like(reference_head, "Head", D_MODEL, HEAD_SIZE, CONTEXT, dropout=0.5)
+    head.method("eval")
+    expect_head("Head(dropout=0.5) in eval mode", head, reference_head, make_input(2, 5, D_MODEL, seed=107))
+
+
+def test_head_gradients(student_head, reference_head, make_input):
+    x = make_input(2, 4, D_MODEL, seed=108).requires_grad_(True)
+    grad_output = make_input(2, 4, HEAD_SIZE, seed=109)
+    reference_head(x).backward(grad_output)
+    got = student_head.backward(x, grad_output=grad_output)
+    expect_close("gradient of the loss w.r.t. x", got.input_grads[0], x.grad, atol=1e-4, rtol=1e-3)
+    for name, param in reference_head.named_parameters():
+        expect_close(f"gradient of {name}", got.param_grads.get(name), param.grad, atol=1e-4, rtol=1e-3)
+
+
+def test_head_follows_the_input_device(student_head, make_input, device):
+    expect_tensor("Head output", student_head(make_input(1, 2, D_MODEL, seed=110)), device=device)

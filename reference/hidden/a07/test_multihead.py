@@ -1,0 +1,84 @@
+import pytest
+import torch
+
+from grader.suite import (
+    Piece,
+    diagnosing,
+    expect_computes_with,
+    expect_contract_parameters,
+    expect_raises,
+    expect_tensor,
+    expect_wiring,
+    materialized,
+    noting_stock,
+)
+from reference.gpt import MultiHead
+from reference.hidden.a07 import variants
+from reference.hidden.a07.conftest import CONTEXT, D_MODEL, NUM_HEADS, SHAPE_HINT
+
+pytestmark = pytest.mark.part("MultiHead")
+
+# Heads and a projection in float32: a correct module is within ~1e-6; the mistakes differ
+# by more than 1e-2.
+ATOL, RTOL = 1e-5, 1e-4
+NAMES = "heads (nn.ModuleList of Head), proj = nn.Linear(d_model, d_model)"
+
+
+def own_heads(module) -> list:
+    heads = module.attr("heads")
+    return [heads.method("__getitem__", i) for i in range(NUM_HEADS)]
+
+
+def expect_multihead(what: str, module, reference: MultiHead, x: torch.Tensor) -> None:
+    """Against the reference, else against proj(cat) of the student's own heads (part isolation)."""
+    heads = own_heads(module)
+    pieces = [Piece("Head", f"heads[{i}]", "the Head part", lambda h=h: h(x), lambda i=i: reference.heads[i](x))
+              for i, h in enumerate(heads)]
+    with noting_stock(module), diagnosing(pieces):
+        got = module(x)
+        expect_tensor(what, got, shape=x.shape)
+        expect_wiring(what, got, reference(x), lambda: reference.proj(torch.cat([h(x) for h in heads], dim=-1)),
+                      atol=ATOL, rtol=RTOL, pieces=pieces, unusable_hint=variants.PIECES_UNUSABLE,
+                      mistakes={variants.NO_PROJECTION: lambda: torch.cat([h(x) for h in heads], dim=-1)})
+
+
+def test_multihead_has_the_contract_parameters(new_for_names, new_graded, reference_multihead, make_input):
+    x = make_input(2, 3, D_MODEL, seed=400)
+    module = new_for_names(reference_multihead, "MultiHead", D_MODEL, NUM_HEADS, CONTEXT)
+    expect_contract_parameters(f"MultiHead({D_MODEL}, {NUM_HEADS}, {CONTEXT})",
+                               materialized(module, lambda: module(x)), reference_multihead,
+                               names_hint=f"use the contract's submodules: {NAMES}", shape_hint=SHAPE_HINT)
+    module = new_graded(reference_multihead, "MultiHead", D_MODEL, NUM_HEADS, CONTEXT)
+    expect_computes_with("MultiHead(x)", module, reference_multihead, lambda: module(x))
+
+
+def test_multihead_shape(student_multihead, make_input):
+    expect_tensor(f"MultiHead(x: (2, 5, {D_MODEL}))", student_multihead(make_input(2, 5, D_MODEL, seed=401)),
+                  shape=(2, 5, D_MODEL))
+
+
+@pytest.mark.part("MultiHead", points=3)
+def test_multihead_values(student_multihead, reference_multihead, make_input):
+    expect_multihead("MultiHead(x)", student_multihead, reference_multihead, make_input(2, 6, D_MODEL, seed=402))
+
+
+@pytest.mark.part("MultiHead", points=2)
+def test_multihead_values_at_full_context_and_length_one(student_multihead, reference_multihead, make_input):
+    for length, seed in ((CONTEXT, 403), (1, 406)):
+        expect_multihead(f"MultiHead(x: (2, {length}, {D_MODEL}))", student_multihead, reference_multihead,
+                         make_input(2, length, D_MODEL, seed=seed))
+
+
+def test_multihead_rejects_d_model_not_divisible_by_num_heads(student):
+    expect_raises(ValueError, "MultiHead(16, 3, 8)", lambda: student.new("MultiHead", 16, 3, CONTEXT))
+
+
+def test_multihead_dropout_is_off_in_eval_mode(new_graded, reference_multihead, make_input):
+    module = new_graded(reference_multihead, "MultiHead", D_MODEL, NUM_HEADS, CONTEXT, dropout=0.5)
+    module.method("eval")
+    expect_multihead("MultiHead(dropout=0.5) in eval mode", module, reference_multihead,
+                     make_input(2, 5, D_MODEL, seed=404))
+
+
+def test_multihead_follows_the_input_device(student_multihead, make_input, device):
+    expect_tensor("MultiHead output", student_multihead(make_input(1, 2, D_MODEL, seed=405)), device=device)
