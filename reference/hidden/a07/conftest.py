@@ -134,3 +134,29 @@ def student_block(new_graded, reference_block):
 @pytest.fixture
 def student_gpt(new_graded, reference_gpt):
     return new_graded(reference_gpt, "GPT", *GPT_ARGS)
+
+
+@pytest.fixture
+def with_stock_pieces(stock_pieces):
+    """with_stock_pieces(module, reference, paths): ``module`` with its pieces at ``paths``
+    ("heads.0", "attn", "blocks.1") replaced by stock twins holding the reference's weights.
+    For inputs shorter than the context: a piece that cannot handle them (a tril not cropped)
+    is graded where it is written, and the part on its own handling of them."""
+    by_class = {piece.name: piece for piece in stock_pieces}
+
+    def replace(module: Remote, reference: nn.Module, paths: list[str]) -> Remote:
+        for path in paths:
+            sub = reference.get_submodule(path)
+            twin = by_class[type(sub).__name__].build(sub)
+            twin.method("to", next(reference.parameters()).device)
+            twin.load_parameters(dict(sub.named_parameters()))
+            *parents, last = path.split(".")
+            owner = module
+            for parent in parents:
+                owner = owner.attr(parent)
+            if last.isdigit():
+                owner.method("__setitem__", int(last), twin)
+            else:
+                owner.method("__setattr__", last, twin)
+        return module
+    return replace

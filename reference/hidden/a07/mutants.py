@@ -13,9 +13,62 @@ from reference.hidden.a07 import variants
 Mutants = dict[str, tuple[tuple[str, str], dict[str, str | None]]]
 
 # ---- Head, MultiHead, MLP, Block, GPT ------------------------------------------------------
-MODULE_MUTANTS: Mutants = {}
+MODULE_MUTANTS: Mutants = {
+    "no causal mask": (
+        ("        scores = scores.masked_fill(~self.tril[:length, :length], float(\"-inf\"))\n", ""),
+        # The whole model then reads the next token: it cannot continue the corpus by itself.
+        {"Head": variants.FUTURE_VISIBLE, "end_to_end": variants.DOES_NOT_CONTINUE}),
+    "mask not cropped": (
+        ("~self.tril[:length, :length]", "~self.tril"),
+        # end_to_end decodes from a one-character prompt: the model it trained cannot.
+        {"Head": variants.MASK_NOT_CROPPED, "end_to_end": None}),
+    "scaled by d_model": (
+        ("k.size(-1) ** -0.5", "x.size(-1) ** -0.5"),
+        {"Head": variants.SCALE_BY_INPUT_WIDTH}),
+    "not scaled": (
+        (" * k.size(-1) ** -0.5", ""),
+        {"Head": variants.NO_SCALE}),
+    "mask filled with zero": (
+        ("~self.tril[:length, :length], float(\"-inf\")", "~self.tril[:length, :length], 0.0"),
+        {"Head": variants.MASK_FILL_NOT_NEGATIVE}),
+    "no output projection": (
+        ("return self.dropout(self.proj(out))", "return self.dropout(out)"),
+        {"MultiHead": variants.NO_PROJECTION}),
+    "ReLU": (
+        ("self.proj(F.gelu(self.fc(x)))", "self.proj(F.relu(self.fc(x)))"),
+        {"MLP": variants.RELU}),
+    "tanh GELU": (
+        ("self.proj(F.gelu(self.fc(x)))", "self.proj(F.gelu(self.fc(x), approximate=\"tanh\"))"),
+        {"MLP": variants.TANH_GELU}),
+    "post-norm": (
+        ("        x = x + self.attn(self.ln1(x))  # (B, T, d_model)\n        return x + self.mlp(self.ln2(x))\n",
+         "        x = self.ln1(x + self.attn(x))\n        return self.ln2(x + self.mlp(x))\n"),
+        {"Block": variants.POST_NORM}),
+    "no residual around the attention": (
+        ("x = x + self.attn(self.ln1(x))", "x = self.attn(self.ln1(x))"),
+        {"Block": variants.MISSING_RESIDUAL}),
+    "no final LayerNorm": (
+        ("logits = self.lm_head(self.ln_f(x))", "logits = self.lm_head(x)"),
+        {"GPT": variants.NO_FINAL_NORM}),
+    "positions not added": (
+        ("self.token_embedding(idx) + self.position_embedding(positions)", "self.token_embedding(idx)"),
+        {"GPT": variants.NO_POSITIONS}),
+    "logits flattened": (
+        ("return logits, F.cross_entropy(logits.flatten(0, 1), targets.flatten())",
+         "logits = logits.flatten(0, 1)\n        return logits, F.cross_entropy(logits, targets.flatten())"),
+        {"GPT": variants.LOGITS_FLATTENED}),
+}
 
-MODULE_CONTRACT_MISTAKES: dict[str, str] = {}
+MODULE_CONTRACT_MISTAKES: dict[str, str] = {
+    "future positions visible (no causal mask)": "no causal mask",
+    "the mask not cropped to `T` (a crash for `T < context_length`: the hint says to crop)": "mask not cropped",
+    "scores scaled by `d_model` instead of the head size": "scaled by d_model",
+    "post-norm instead of pre-norm": "post-norm",
+    "ReLU (or tanh-approximate GELU) instead of exact GELU": "ReLU",
+    "no final LayerNorm": "no final LayerNorm",
+    "positions not added": "positions not added",
+    "logits returned flattened to `(B*T, V)`": "logits flattened",
+}
 
 # ---- generate, end_to_end ------------------------------------------------------------------
 SAMPLE_STEP = ("        logits = logits[:, -1, :] / temperature  # (B, V)\n"

@@ -46,7 +46,7 @@ def expect_block(what: str, block, reference: Block, x) -> None:
 
 def test_block_has_the_contract_parameters(new_for_names, new_graded, reference_block, make_input):
     # The block's own names; its pieces' names are graded where the pieces are (stock pieces).
-    x = make_input(2, 3, D_MODEL, seed=500)
+    x = make_input(2, CONTEXT, D_MODEL, seed=500)
     block = new_for_names(reference_block, "Block", D_MODEL, NUM_HEADS, CONTEXT)
     expect_contract_parameters(f"Block({D_MODEL}, {NUM_HEADS}, {CONTEXT})", materialized(block, lambda: block(x)),
                                reference_block, names_hint=f"use the contract's submodules: {NAMES}",
@@ -56,32 +56,34 @@ def test_block_has_the_contract_parameters(new_for_names, new_graded, reference_
 
 
 def test_block_shape(student_block, make_input):
-    expect_tensor(f"Block(x: (2, 5, {D_MODEL}))", student_block(make_input(2, 5, D_MODEL, seed=501)),
-                  shape=(2, 5, D_MODEL))
+    expect_tensor(f"Block(x: (2, {CONTEXT}, {D_MODEL}))", student_block(make_input(2, CONTEXT, D_MODEL, seed=501)),
+                  shape=(2, CONTEXT, D_MODEL))
 
 
 @pytest.mark.part("Block", points=3)
 def test_block_values(student_block, reference_block, make_input):
-    expect_block("Block(x)", student_block, reference_block, make_input(2, 6, D_MODEL, seed=502))
+    expect_block("Block(x)", student_block, reference_block, make_input(2, CONTEXT, D_MODEL, seed=502))
 
 
 @pytest.mark.part("Block", points=2)
-def test_block_values_at_full_context(student_block, reference_block, make_input):
-    expect_block(f"Block(x: (1, {CONTEXT}, {D_MODEL}))", student_block, reference_block,
-                 make_input(1, CONTEXT, D_MODEL, seed=503))
+def test_block_shorter_than_the_context(student_block, reference_block, with_stock_pieces, make_input):
+    # With a stock attn and mlp: a Head that cannot take T < context_length costs points in Head.
+    block = with_stock_pieces(student_block, reference_block, ["attn", "mlp"])
+    expect_block(f"Block(x: (2, 5, {D_MODEL})) with a stock attn and mlp", block, reference_block,
+                 make_input(2, 5, D_MODEL, seed=503))
 
 
 def test_block_dropout_is_off_in_eval_mode(new_graded, reference_block, make_input):
     block = new_graded(reference_block, "Block", D_MODEL, NUM_HEADS, CONTEXT, dropout=0.5)
     block.method("eval")
-    expect_block("Block(dropout=0.5) in eval mode", block, reference_block, make_input(2, 4, D_MODEL, seed=505))
+    expect_block("Block(dropout=0.5) in eval mode", block, reference_block, make_input(2, CONTEXT, D_MODEL, seed=505))
 
 
 def test_block_gradients_reach_every_submodule(student_block, reference_block, make_input):
-    x = make_input(2, 4, D_MODEL, seed=506).requires_grad_(True)
-    expect_gradients("Block", student_block, reference_block, (x,), make_input(2, 4, D_MODEL, seed=507),
+    x = make_input(2, CONTEXT, D_MODEL, seed=506).requires_grad_(True)
+    expect_gradients("Block", student_block, reference_block, (x,), make_input(2, CONTEXT, D_MODEL, seed=507),
                      inputs={0: ("the input x", GRAPH_CUT)})
 
 
 def test_block_follows_the_input_device(student_block, make_input, device):
-    expect_tensor("Block output", student_block(make_input(1, 2, D_MODEL, seed=508)), device=device)
+    expect_tensor("Block output", student_block(make_input(1, CONTEXT, D_MODEL, seed=508)), device=device)

@@ -72,7 +72,7 @@ def expect_gpt(what: str, model, reference: GPT, idx: torch.Tensor, targets: tor
 
 
 def test_gpt_has_the_contract_parameters(new_for_names, new_graded, reference_gpt, make_tokens):
-    idx = make_tokens(2, 5, seed=600)
+    idx = make_tokens(2, CONTEXT, seed=600)
     model = new_for_names(reference_gpt, "GPT", *GPT_ARGS)
     expect_contract_parameters(f"GPT{GPT_ARGS}", materialized(model, lambda: model(idx)), reference_gpt,
                                names_hint=f"use the contract's submodules: {NAMES}", shape_hint=SHAPE_HINT,
@@ -83,27 +83,31 @@ def test_gpt_has_the_contract_parameters(new_for_names, new_graded, reference_gp
 
 
 def test_gpt_forward_shape_and_no_loss_without_targets(student_gpt, make_tokens):
-    out = student_gpt(make_tokens(2, 5, seed=601))
-    logits_of("GPT(idx: (2, 5))", out, 2, 5)
+    out = student_gpt(make_tokens(2, CONTEXT, seed=601))
+    logits_of(f"GPT(idx: (2, {CONTEXT}))", out, 2, CONTEXT)
     if out[1] is not None:
-        raise CheckFailed("GPT(idx: (2, 5)) without targets: the loss is not None",
+        raise CheckFailed(f"GPT(idx: (2, {CONTEXT})) without targets: the loss is not None",
                           "forward returns (logits, None) when targets is None")
 
 
 @pytest.mark.part("GPT", points=4)
 def test_gpt_logits(student_gpt, reference_gpt, make_tokens):
-    expect_gpt("GPT(idx)", student_gpt, reference_gpt, make_tokens(2, 6, seed=602))
+    expect_gpt("GPT(idx)", student_gpt, reference_gpt, make_tokens(2, CONTEXT, seed=602))
 
 
 @pytest.mark.part("GPT", points=2)
-def test_gpt_logits_at_full_context_and_length_one(student_gpt, reference_gpt, make_tokens):
-    for length, seed in ((CONTEXT, 603), (1, 604)):
-        expect_gpt(f"GPT(idx: (2, {length}))", student_gpt, reference_gpt, make_tokens(2, length, seed=seed))
+def test_gpt_shorter_than_the_context(student_gpt, reference_gpt, with_stock_pieces, make_tokens):
+    # With stock blocks: a Head that cannot take T < context_length costs points in Head; the
+    # GPT's own part is the positions it adds, position_embedding(arange(T)).
+    model = with_stock_pieces(student_gpt, reference_gpt, [f"blocks.{i}" for i in range(NUM_LAYERS)])
+    for length, seed in ((5, 603), (1, 604)):
+        expect_gpt(f"GPT(idx: (2, {length})) with stock blocks", model, reference_gpt,
+                   make_tokens(2, length, seed=seed))
 
 
 @pytest.mark.part("GPT", points=2)
 def test_gpt_loss_is_the_mean_cross_entropy(student_gpt, reference_gpt, make_tokens):
-    idx, targets = make_tokens(2, 6, seed=605), make_tokens(2, 6, seed=606)
+    idx, targets = make_tokens(2, CONTEXT, seed=605), make_tokens(2, CONTEXT, seed=606)
     out = expect_gpt("GPT(idx, targets)", student_gpt, reference_gpt, idx, targets)
     loss = out[1]
     if not (isinstance(loss, torch.Tensor) and loss.numel() == 1):
@@ -131,15 +135,15 @@ def test_gpt_knows_its_context_length(student_gpt):
 def test_gpt_dropout_is_off_in_eval_mode(new_graded, reference_gpt, make_tokens):
     model = new_graded(reference_gpt, "GPT", *GPT_ARGS, dropout=0.5)
     model.method("eval")
-    expect_gpt("GPT(dropout=0.5) in eval mode", model, reference_gpt, make_tokens(2, 5, seed=608))
+    expect_gpt("GPT(dropout=0.5) in eval mode", model, reference_gpt, make_tokens(2, CONTEXT, seed=608))
 
 
 def test_gpt_gradients_reach_every_submodule(student, student_gpt, reference_gpt, make_tokens, make_input):
     # Seen through its logits: the check's loss is an inner product with one output tensor.
     logits_only = student.define("stock", STOCK_SOURCE).method("LogitsOnly", student_gpt)
-    expect_gradients("GPT", logits_only, stock.LogitsOnly(reference_gpt), (make_tokens(2, 5, seed=609),),
-                     make_input(2, 5, VOCAB, seed=610), inputs={})
+    expect_gradients("GPT", logits_only, stock.LogitsOnly(reference_gpt), (make_tokens(2, CONTEXT, seed=609),),
+                     make_input(2, CONTEXT, VOCAB, seed=610), inputs={})
 
 
 def test_gpt_follows_the_input_device(student_gpt, make_tokens, device):
-    expect_tensor("GPT logits", student_gpt(make_tokens(1, 2, seed=611))[0], device=device)
+    expect_tensor("GPT logits", student_gpt(make_tokens(1, CONTEXT, seed=611))[0], device=device)

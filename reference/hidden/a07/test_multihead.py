@@ -43,7 +43,7 @@ def expect_multihead(what: str, module, reference: MultiHead, x: torch.Tensor) -
 
 
 def test_multihead_has_the_contract_parameters(new_for_names, new_graded, reference_multihead, make_input):
-    x = make_input(2, 3, D_MODEL, seed=400)
+    x = make_input(2, CONTEXT, D_MODEL, seed=400)
     module = new_for_names(reference_multihead, "MultiHead", D_MODEL, NUM_HEADS, CONTEXT)
     expect_contract_parameters(f"MultiHead({D_MODEL}, {NUM_HEADS}, {CONTEXT})",
                                materialized(module, lambda: module(x)), reference_multihead,
@@ -53,19 +53,21 @@ def test_multihead_has_the_contract_parameters(new_for_names, new_graded, refere
 
 
 def test_multihead_shape(student_multihead, make_input):
-    expect_tensor(f"MultiHead(x: (2, 5, {D_MODEL}))", student_multihead(make_input(2, 5, D_MODEL, seed=401)),
-                  shape=(2, 5, D_MODEL))
+    expect_tensor(f"MultiHead(x: (2, {CONTEXT}, {D_MODEL}))",
+                  student_multihead(make_input(2, CONTEXT, D_MODEL, seed=401)), shape=(2, CONTEXT, D_MODEL))
 
 
 @pytest.mark.part("MultiHead", points=3)
 def test_multihead_values(student_multihead, reference_multihead, make_input):
-    expect_multihead("MultiHead(x)", student_multihead, reference_multihead, make_input(2, 6, D_MODEL, seed=402))
+    expect_multihead("MultiHead(x)", student_multihead, reference_multihead, make_input(2, CONTEXT, D_MODEL, seed=402))
 
 
 @pytest.mark.part("MultiHead", points=2)
-def test_multihead_values_at_full_context_and_length_one(student_multihead, reference_multihead, make_input):
-    for length, seed in ((CONTEXT, 403), (1, 406)):
-        expect_multihead(f"MultiHead(x: (2, {length}, {D_MODEL}))", student_multihead, reference_multihead,
+def test_multihead_shorter_than_the_context(student_multihead, reference_multihead, with_stock_pieces, make_input):
+    # With stock heads: a Head that cannot take T < context_length costs points in Head.
+    module = with_stock_pieces(student_multihead, reference_multihead, [f"heads.{i}" for i in range(NUM_HEADS)])
+    for length, seed in ((5, 403), (1, 406)):
+        expect_multihead(f"MultiHead(x: (2, {length}, {D_MODEL})) with stock heads", module, reference_multihead,
                          make_input(2, length, D_MODEL, seed=seed))
 
 
@@ -77,8 +79,8 @@ def test_multihead_dropout_is_off_in_eval_mode(new_graded, reference_multihead, 
     module = new_graded(reference_multihead, "MultiHead", D_MODEL, NUM_HEADS, CONTEXT, dropout=0.5)
     module.method("eval")
     expect_multihead("MultiHead(dropout=0.5) in eval mode", module, reference_multihead,
-                     make_input(2, 5, D_MODEL, seed=404))
+                     make_input(2, CONTEXT, D_MODEL, seed=404))
 
 
 def test_multihead_follows_the_input_device(student_multihead, make_input, device):
-    expect_tensor("MultiHead output", student_multihead(make_input(1, 2, D_MODEL, seed=405)), device=device)
+    expect_tensor("MultiHead output", student_multihead(make_input(1, CONTEXT, D_MODEL, seed=405)), device=device)
