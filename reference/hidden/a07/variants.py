@@ -103,8 +103,9 @@ def gpt_mistakes(idx: torch.Tensor, modules: dict) -> dict:
 # ---- generate, end_to_end ------------------------------------------------------------------
 CONTEXT_NOT_CROPPED = ("the context is not cropped: feed the model only the last context_length tokens, "
                        "model(idx[:, -model.context_length:]), or it fails once the sequence outgrows its context")
-TEMPERATURE_AFTER_SOFTMAX = ("temperature applied after the softmax (dividing probabilities changes nothing once "
-                             "multinomial normalises them): divide the logits by temperature, then softmax")
+TEMPERATURE_AFTER_SOFTMAX = ("temperature has no effect: ignored, or applied after the softmax (dividing "
+                             "probabilities changes nothing once multinomial normalises them); divide the logits by "
+                             "temperature, then softmax")
 TEMPERATURE_MULTIPLIED = "the logits are multiplied by temperature: divide them, logits / temperature"
 NOT_LAST_POSITION = ("sampled from the logits of another position: take the last one, logits[:, -1, :], the "
                      "prediction for the next token")
@@ -113,6 +114,8 @@ ARGMAX_NOT_SAMPLED = ("always the most likely token: sample with torch.multinomi
 TOP_K_WRONG_SET = ("top_k keeps the wrong set of tokens: keep the k largest logits (ties with the k-th included) "
                    "and set the rest to -inf, e.g. v = torch.topk(logits, k).values; "
                    "logits[logits < v[:, [-1]]] = -inf")
+TOP_K_IGNORED = ("top_k is ignored: keep the k largest logits and set the rest to -inf before the softmax, "
+                 "e.g. v = torch.topk(logits, k).values; logits[logits < v[:, [-1]]] = -inf")
 TOP_K_LARGER_THAN_VOCAB = "top_k larger than the vocabulary means every token: use min(top_k, logits.size(-1))"
 GENERATOR_IGNORED = ("the same generator seed gave different tokens: pass generator=generator to "
                      "torch.multinomial (global random state is not the caller's to use)")
@@ -154,6 +157,8 @@ def sampling_mistakes(last: torch.Tensor, other: torch.Tensor, temperature: floa
         (ARGMAX_NOT_SAMPLED, torch.nn.functional.one_hot(last.argmax(), last.numel()).to(last.dtype)),
     ]
     if top_k is not None:
+        mistakes += [(TOP_K_IGNORED, sampling_probabilities(last, temperature, None)),
+                     (TOP_K_IGNORED, sampling_probabilities(last, 1.0, None))]  # temperature ignored too
         mistakes += [(TOP_K_WRONG_SET, sampling_probabilities(last, temperature, top_k, keep=keep))
                      for keep in ("bottom", "one_less", "one_more")]
     return mistakes
