@@ -7,6 +7,7 @@ mistake would produce, a ``hint`` that names it. Messages never quote test sourc
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
@@ -151,7 +152,15 @@ def _below(place: str, names: Collection[str], other: Collection[str]) -> tuple[
     that holds it (or the parameter, if ``place`` holds it): "net.0" for "ffn.net.0.weight" at "ffn"."""
     prefix = f"{place}." if place else ""
     below = {name[len(prefix):] for name in names if _shared_module(name, other) == place}
-    return tuple(sorted({name.rpartition(".")[0] or name for name in below}))
+    return tuple(sorted({_first_module(name.rpartition(".")[0]) or name for name in below}))
+
+
+def _first_module(path: str) -> str:
+    """The sub-module a path starts with, with the indices that follow it: "sa" for
+    "sa.heads.0.key" (the whole sub-tree differs from there), "net.0" for "net.0"."""
+    parts = path.split(".")
+    kept = parts[:1] + [part for part in itertools.takewhile(str.isdigit, parts[1:])]
+    return ".".join(kept) if path else ""
 
 
 def _difference_line(places: list[str], contract: tuple[str, ...], yours: tuple[str, ...]) -> str:

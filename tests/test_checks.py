@@ -77,8 +77,11 @@ def test_a_names_mismatch_deep_in_a_transformer_is_said_once_and_bounded():
     (["weight", "bias"], ["gamma", "beta"], "the contract names bias, weight; you have beta, gamma"),  # own LayerNorm
     (["attn.W_q.weight", "attn.W_k.weight"], ["attn.W_q.weight"], "attn: missing W_k"),
     ([f"layers.{i}.linear{j}.weight" for i in range(20) for j in range(9)], ["weight"],  # nothing shared: bounded
-     "the contract names layers.0.linear0, layers.0.linear1, layers.0.linear2, layers.0.linear3, layers.0.linear4, "
-     "layers.0.linear5, and 174 more; you have weight"),
+     "the contract names layers.0, layers.1, layers.10, layers.11, layers.12, layers.13, and 14 more; you have weight"),
+    # Karpathy's names for a block's pieces: the sub-trees differ from their top, said there.
+    (["attn.heads.0.key.weight", "attn.heads.1.key.weight", "mlp.fc.weight", "ln1.weight"],
+     ["sa.heads.0.key.weight", "sa.heads.1.key.weight", "ffwd.net.0.weight", "ln1.weight"],
+     "the contract names attn, mlp; you have ffwd, sa"),
 ])
 def test_names_mismatches_are_grouped_where_the_names_part(contract, yours, said):
     assert names_mismatch(contract, yours) == said
