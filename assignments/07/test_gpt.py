@@ -27,7 +27,7 @@ def test_head_is_causal():
     assert torch.allclose(head(x)[:, :3], head(changed)[:, :3], atol=1e-6)
 
 
-def test_multihead_shape_and_error():
+def test_multi_head_shape_and_error():
     assert MultiHead(D_MODEL, HEADS, CONTEXT)(torch.randn(2, 5, D_MODEL)).shape == (2, 5, D_MODEL)
     with pytest.raises(ValueError):
         MultiHead(D_MODEL, 3, CONTEXT)
