@@ -78,6 +78,22 @@ def expect_equal(what: str, got: Any, want: torch.Tensor, *, mistakes: Mistakes 
     expect_close(what, got, want, atol=0.0, rtol=0.0, mistakes=mistakes)
 
 
+def expect_same_gradients(module: Any, reference: torch.nn.Module, x: torch.Tensor, grad_output: torch.Tensor, *,
+                          atol: float = 1e-4, rtol: float = 1e-3) -> None:
+    """Backpropagating ``grad_output`` through the student's module (holding the reference's
+    parameters) gives the reference's gradients for the input ``x`` and for every parameter.
+    The default tolerance covers float32 backward passes through projections and a softmax
+    (rounding ~1e-6)."""
+    x = x.detach().requires_grad_(True)
+    reference.zero_grad(set_to_none=True)
+    reference(x).backward(grad_output)
+    got = module.backward(x, grad_output=grad_output)
+    expect_close("gradient of the loss w.r.t. x", got.input_grads[0] if got.input_grads else None, x.grad,
+                 atol=atol, rtol=rtol)
+    for name, param in reference.named_parameters():
+        expect_close(f"gradient of {name}", got.param_grads.get(name), param.grad, atol=atol, rtol=rtol)
+
+
 def expect_raises(exc_type: type[BaseException], what: str, call: Callable[[], Any]) -> None:
     """``call()`` makes the student's code raise ``exc_type`` (by name, across the boundary)."""
     name = exc_type.__name__

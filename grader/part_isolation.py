@@ -326,3 +326,14 @@ def _flat(replaced: dict[str, list[tuple[str, list[str]]]]) -> list[tuple[str, l
 
 def _some(paths: list[str]) -> str:
     return ", ".join(paths) if len(paths) <= 2 else f"{paths[0]} (and {len(paths) - 1} more like it)"
+
+
+def randomize_norms(module: nn.Module, seed: int) -> nn.Module:
+    """``module`` with random weights and biases in every LayerNorm (seeded), so that a
+    reference's norms differ and each wiring mistake changes its output visibly."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for norm in (m for m in module.modules() if isinstance(m, nn.LayerNorm)):
+            norm.weight.copy_(1 + 0.3 * torch.randn(norm.weight.shape, generator=generator))
+            norm.bias.copy_(0.3 * torch.randn(norm.bias.shape, generator=generator))
+    return module

@@ -40,6 +40,8 @@ Checks: each raises :class:`CheckFailed` (message for the student, optional hint
   of the output depends on a later position of the input; the hint names the leaking pairs.
 - :func:`expect_derivative`: a gradient the student's code reports is the derivative of the
   loss the same code computes.
+- :func:`expect_same_gradients` ``(module, reference, x, grad_output)``: a module holding the
+  reference's parameters backpropagates as the reference does (input and every parameter).
 
 Hints for attention mistakes that several assignments grade, worded once: ``SCALE_BY_LENGTH``,
 ``SCALE_BY_INPUT_WIDTH``, ``MASK_FILL_NOT_NEGATIVE``, ``FUTURE_VISIBLE`` (for
@@ -51,7 +53,8 @@ or the contract's wiring of the student's own pieces, and names the mistake othe
 a note on each :class:`Piece` that is wrong by itself ("fix it first"); :func:`diagnosing`
 says which piece raises when the part does; :func:`expect_gradients` checks that gradients
 reach every submodule and input; :func:`call_part` calls a part and names an unfinished part
-it calls. :func:`describe_piece`, ``PIECE_RAISES`` and ``PIECES_DIFFER`` word those notes;
+it calls; :func:`randomize_norms` makes a reference's LayerNorms differ, so wiring mistakes
+show. :func:`describe_piece`, ``PIECE_RAISES`` and ``PIECES_DIFFER`` word those notes;
 ``GRAPH_CUT`` is the hint when a gradient does not arrive.
 
 Stock pieces: build a composite part with :func:`new_graded_like` (``student.new_like`` with
@@ -76,6 +79,7 @@ from grader.checks import (
     expect_derivative,
     expect_equal,
     expect_raises,
+    expect_same_gradients,
     expect_tensor,
     is_close,
 )
@@ -95,6 +99,7 @@ from grader.part_isolation import (
     materialized,
     new_graded_like,
     noting_stock,
+    randomize_norms,
     with_stock,
 )
 from grader.sandbox.errors import StudentCrashed, StudentError, StudentException, StudentNotFound, StudentTimeout
@@ -105,7 +110,8 @@ from grader.student_protocol import Remote, Student
 __all__ = [
     # checks
     "CheckFailed", "describe_difference", "expect_close", "expect_computes_with", "expect_contract_parameters",
-    "expect_causal", "expect_derivative", "expect_equal", "expect_raises", "expect_tensor", "is_close",
+    "expect_causal", "expect_derivative", "expect_equal", "expect_raises", "expect_same_gradients", "expect_tensor",
+    "is_close",
     # hints for mistakes several assignments grade
     "FUTURE_VISIBLE", "MASK_FILL_NOT_NEGATIVE", "SCALE_BY_INPUT_WIDTH", "SCALE_BY_LENGTH",
     # errors from the student's side
@@ -114,7 +120,7 @@ __all__ = [
     "Backward", "Remote", "Student",
     # part isolation
     "GRAPH_CUT", "PIECE_RAISES", "PIECES_DIFFER", "Piece", "call_part", "describe_piece", "diagnosing",
-    "expect_gradients", "expect_wiring",
+    "expect_gradients", "expect_wiring", "randomize_norms",
     # stock pieces and lazy modules
     "STOCK_REPLACED", "StockPiece", "materialized", "new_graded_like", "noting_stock", "with_stock",
     # source rules

@@ -10,7 +10,7 @@ import pytest
 
 from grader.assignment import Assignment
 from reference.hidden.a07 import variants
-from tests.conftest import ROOT, mutant, part
+from tests.conftest import ROOT, mutant
 
 pytestmark = pytest.mark.slow
 ASSIGNMENT_07 = Assignment.load(ROOT / "assignments" / "07").directory

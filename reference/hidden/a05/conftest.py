@@ -21,7 +21,7 @@ import pytest
 import torch
 from torch import nn
 
-from grader.suite import Piece, Remote, StockPiece, new_graded_like, with_stock
+from grader.suite import Piece, Remote, StockPiece, new_graded_like, randomize_norms, with_stock
 from reference.hidden.a05 import stock, variants
 from reference.layers import DecoderLayer, EncoderLayer, FeedForward, Transformer
 from reference.masks import causal_mask, padding_mask
@@ -49,15 +49,6 @@ def make_tokens(device):
 
 
 # ---- reference modules and the student's, holding the same parameters -------------------------
-
-
-def randomize_norms(module: nn.Module, seed: int) -> nn.Module:
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for norm in (m for m in module.modules() if isinstance(m, nn.LayerNorm)):
-            norm.weight.copy_(1 + 0.3 * torch.randn(norm.weight.shape, generator=generator))
-            norm.bias.copy_(0.3 * torch.randn(norm.bias.shape, generator=generator))
-    return module
 
 
 @pytest.fixture

@@ -1,7 +1,14 @@
 import pytest
 import torch
 
-from grader.suite import expect_close, expect_computes_with, expect_contract_parameters, expect_tensor, materialized
+from grader.suite import (
+    expect_close,
+    expect_computes_with,
+    expect_contract_parameters,
+    expect_same_gradients,
+    expect_tensor,
+    materialized,
+)
 from reference.hidden.a05 import variants
 from reference.hidden.a05.conftest import D_FF, D_MODEL, SHAPE_HINT
 from reference.layers import FeedForward
@@ -61,13 +68,8 @@ def test_feed_forward_dropout_is_off_in_eval_mode(student, reference_ffn, make_i
 
 
 def test_feed_forward_gradients(student_ffn, reference_ffn, make_input):
-    x = make_input(2, 3, D_MODEL, seed=64).requires_grad_(True)
-    grad_output = make_input(2, 3, D_MODEL, seed=65)
-    reference_ffn(x).backward(grad_output)
-    got = student_ffn.backward(x, grad_output=grad_output)
-    expect_close("gradient of the loss w.r.t. x", got.input_grads[0], x.grad, atol=1e-4, rtol=1e-3)
-    for name, param in reference_ffn.named_parameters():
-        expect_close(f"gradient of {name}", got.param_grads.get(name), param.grad, atol=1e-4, rtol=1e-3)
+    expect_same_gradients(student_ffn, reference_ffn, make_input(2, 3, D_MODEL, seed=64),
+                          make_input(2, 3, D_MODEL, seed=65))
 
 
 def test_feed_forward_follows_the_input_device(student_ffn, make_input, device):

@@ -18,7 +18,7 @@ import pytest
 import torch
 from torch import nn
 
-from grader.suite import Remote, StockPiece, new_graded_like, with_stock
+from grader.suite import Remote, StockPiece, new_graded_like, randomize_norms, with_stock
 from reference.gpt import GPT, MLP, Block, Head, MultiHead
 from reference.hidden.a07 import stock
 
@@ -27,15 +27,6 @@ HEAD_SIZE = D_MODEL // NUM_HEADS
 GPT_ARGS = (VOCAB, D_MODEL, NUM_HEADS, NUM_LAYERS, CONTEXT)
 SHAPE_HINT = "a parameter has the wrong shape; check the nn.Linear and nn.Embedding sizes against the contract"
 STOCK_SOURCE = Path(stock.__file__).read_text(encoding="utf-8")
-
-
-def randomize_norms(module: nn.Module, seed: int) -> nn.Module:
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for norm in (m for m in module.modules() if isinstance(m, nn.LayerNorm)):
-            norm.weight.copy_(1 + 0.3 * torch.randn(norm.weight.shape, generator=generator))
-            norm.bias.copy_(0.3 * torch.randn(norm.bias.shape, generator=generator))
-    return module
 
 
 def params(module: nn.Module) -> dict[str, torch.Tensor]:

@@ -9,6 +9,7 @@ from grader.suite import (
     expect_computes_with,
     expect_contract_parameters,
     expect_raises,
+    expect_same_gradients,
     expect_tensor,
     materialized,
 )
@@ -108,13 +109,8 @@ def test_head_dropout_is_off_in_eval_mode(student, reference_head, make_input):
 
 
 def test_head_gradients(student_head, reference_head, make_input):
-    x = make_input(2, 4, D_MODEL, seed=108).requires_grad_(True)
-    grad_output = make_input(2, 4, HEAD_SIZE, seed=109)
-    reference_head(x).backward(grad_output)
-    got = student_head.backward(x, grad_output=grad_output)
-    expect_close("gradient of the loss w.r.t. x", got.input_grads[0], x.grad, atol=1e-4, rtol=1e-3)
-    for name, param in reference_head.named_parameters():
-        expect_close(f"gradient of {name}", got.param_grads.get(name), param.grad, atol=1e-4, rtol=1e-3)
+    expect_same_gradients(student_head, reference_head, make_input(2, 4, D_MODEL, seed=108),
+                          make_input(2, 4, HEAD_SIZE, seed=109))
 
 
 def test_head_follows_the_input_device(student_head, make_input, device):

@@ -1,7 +1,14 @@
 import pytest
 import torch
 
-from grader.suite import expect_close, expect_computes_with, expect_contract_parameters, expect_tensor, materialized
+from grader.suite import (
+    expect_close,
+    expect_computes_with,
+    expect_contract_parameters,
+    expect_same_gradients,
+    expect_tensor,
+    materialized,
+)
 from reference.hidden.a07 import variants
 from reference.hidden.a07.conftest import D_MODEL, SHAPE_HINT, params
 
@@ -52,13 +59,8 @@ def test_mlp_dropout_is_off_in_eval_mode(student, reference_mlp, make_input):
 
 
 def test_mlp_gradients(student_mlp, reference_mlp, make_input):
-    x = make_input(2, 3, D_MODEL, seed=305).requires_grad_(True)
-    grad_output = make_input(2, 3, D_MODEL, seed=306)
-    reference_mlp(x).backward(grad_output)
-    got = student_mlp.backward(x, grad_output=grad_output)
-    expect_close("gradient of the loss w.r.t. x", got.input_grads[0], x.grad, atol=1e-4, rtol=1e-3)
-    for name, param in reference_mlp.named_parameters():
-        expect_close(f"gradient of {name}", got.param_grads.get(name), param.grad, atol=1e-4, rtol=1e-3)
+    expect_same_gradients(student_mlp, reference_mlp, make_input(2, 3, D_MODEL, seed=305),
+                          make_input(2, 3, D_MODEL, seed=306))
 
 
 def test_mlp_follows_the_input_device(student_mlp, make_input, device):
