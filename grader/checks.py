@@ -175,7 +175,7 @@ def _first_module(path: str) -> str:
     """The sub-module a path starts with, with the indices that follow it: "sa" for
     "sa.heads.0.key" (the whole sub-tree differs from there), "net.0" for "net.0"."""
     parts = path.split(".")
-    kept = parts[:1] + [part for part in itertools.takewhile(str.isdigit, parts[1:])]
+    kept = parts[:1] + list(itertools.takewhile(str.isdigit, parts[1:]))
     return ".".join(kept) if path else ""
 
 

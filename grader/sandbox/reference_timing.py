@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from types import ModuleType
+
 import torch
 
 # The fastest of a few runs: the first call in a process pays for lazy initialisation, which
