@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib.util import find_spec
 from pathlib import Path
@@ -126,18 +127,23 @@ class Assignment:
 
     def working_copy(self) -> Path:
         """The student's copy to grade: the module or the notebook, whichever holds more of
-        their work (fewer stubs still raising NotImplementedError); the module on a tie.
+        their work; the module on a tie (see :func:`most_work_done`)."""
+        return most_work_done((self.module_path, self.notebook_path))
 
-        Both are read as they are graded (a link is never followed), since the folder may be
-        a student's upload (Gradescope): a file the grader refuses to read is never picked over
-        one it reads.
-        """
-        def work_left(path: Path) -> tuple[int, int]:
-            """Least for most work done: a file read, by its stubs left; then a file refused (a
-            link, too large), whose report will say why; then no file at all."""
-            try:
-                return 0, read_submission(path).count(b"NotImplementedError")
-            except Ungradable:
-                return (1 if os.path.lexists(path) else 2), 0
 
-        return min((self.module_path, self.notebook_path), key=work_left)
+def most_work_done(paths: Sequence[Path]) -> Path:
+    """Of a student's copies, the one that holds the most of their work: the fewest stubs still
+    raising NotImplementedError; the first on a tie.
+
+    Each is read as it is graded (a link is never followed), since the folder may be a
+    student's upload: a file the grader refuses to read is never picked over one it reads.
+    """
+    def work_left(path: Path) -> tuple[int, int]:
+        """Least for most work done: a file read, by its stubs left; then a file refused (a
+        link, too large), whose report will say why; then no file at all."""
+        try:
+            return 0, read_submission(path).count(b"NotImplementedError")
+        except Ungradable:
+            return (1 if os.path.lexists(path) else 2), 0
+
+    return min(paths, key=work_left)

@@ -20,11 +20,12 @@ from pathlib import Path
 from grader.api import PendingGrade, resolve_device, start_grading
 from grader.assemble import failed_report
 from grader.assignment import Assignment
-from grader.gradebook import BatchResult, load_current_report, report_path
+from grader.gradebook import BatchResult, load_current_report, prune_reports, report_path
 from grader.options import DEFAULT, DEFAULT_BATCH, BatchOptions, GradeOptions
 from grader.report import GradeReport
 from grader.sandbox.isolation import SandboxUnavailable
 from grader.sandbox.limits import Limits
+from grader.students import Roster, handins
 from grader.submissions import discover
 
 
@@ -40,12 +41,16 @@ def grade_batch(
     force: bool = False,
     executor: str = DEFAULT_BATCH.executor,
     ray_address: str | None = None,
+    roster: Roster | None = None,
     on_start: Callable[[int, int], None] | None = None,
+    on_begin: Callable[[Path], None] | None = None,
     on_report: Callable[[Path, GradeReport], None] | None = None,
 ) -> BatchResult:
     """Grade every file in ``folder`` into ``out``, here (``executor="local"``) or on a Ray
-    cluster (``"ray"``); ``on_start(total, up_to_date)`` and ``on_report(path, report)``
-    let a caller show progress. The options are :class:`~grader.options.GradeOptions`' and
+    cluster (``"ray"``); ``roster`` names the students (default: one per folder, see
+    :mod:`grader.students`). ``on_start(total, up_to_date)``, ``on_begin(path)`` (when a
+    file starts grading here; a Ray cluster starts them all at once) and ``on_report(path,
+    report)`` let a caller show progress. The options are :class:`~grader.options.GradeOptions`' and
     :class:`~grader.options.BatchOptions`' fields."""
     started = time.monotonic()
     options = GradeOptions(device=device, sandbox=sandbox, limits=limits)
@@ -54,7 +59,9 @@ def grade_batch(
         assignment = Assignment.load(assignment)
     reports: dict[Path, GradeReport] = {}
     todo: list[Path] = []
-    for relative in discover(folder):
+    files = discover(folder)
+    removed = prune_reports(out, files)
+    for relative in files:
         current = None if force else load_current_report(report_path(out, relative), folder / relative)
         if current is None:
             todo.append(relative)
@@ -69,7 +76,7 @@ def grade_batch(
         results = run_on_ray(assignment, folder, todo, jobs=batch.jobs, options=options, address=ray_address)
     else:
         results = run_locally(assignment, folder, todo, jobs=batch.jobs,
-                              options=replace(options, device=resolve_device(options.device)))
+                              options=replace(options, device=resolve_device(options.device)), on_begin=on_begin)
     with contextlib.closing(results):  # interrupted: the executor stops what still runs
         for relative, report in results:
             report = _written(report, report_path(out, relative), assignment)
@@ -77,7 +84,7 @@ def grade_batch(
             if on_report:
                 on_report(relative, report)
     return BatchResult(assignment, dict(sorted(reports.items())), len(reports) - skipped, skipped,
-                       time.monotonic() - started)
+                       time.monotonic() - started, handins(files, folder, assignment, roster), removed)
 
 
 def _written(report: GradeReport, path: Path, assignment: Assignment) -> GradeReport:
@@ -95,7 +102,8 @@ def _written(report: GradeReport, path: Path, assignment: Assignment) -> GradeRe
 
 
 def run_locally(
-    assignment: Assignment, folder: Path, todo: list[Path], *, jobs: int, options: GradeOptions
+    assignment: Assignment, folder: Path, todo: list[Path], *, jobs: int, options: GradeOptions,
+    on_begin: Callable[[Path], None] | None = None,
 ) -> Iterator[tuple[Path, GradeReport]]:
     """Grade on this machine, ``jobs`` submissions at a time, yielding each report when ready.
     A submission whose grading fails in the grader gets a grader_error report; only Ctrl-C (or
@@ -106,6 +114,8 @@ def run_locally(
         while todo or pending:
             while todo and len(pending) < max(jobs, 1):
                 relative = todo.pop(0)
+                if on_begin:
+                    on_begin(relative)
                 try:
                     pending[start_grading(assignment, folder / relative, options=options)] = relative
                 except SandboxUnavailable:

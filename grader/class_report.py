@@ -241,14 +241,26 @@ def _counts_line(stats: ClassStatistics) -> str:
     return ", ".join(f"{count} {status}" for status, count in stats.counts.items())
 
 
-def batch_summary(result: BatchResult) -> Group:
-    """The end-of-batch view: the class numbers, how long it took, the most frequent hints."""
+def batch_summary(result: BatchResult, left_out: dict[str, list[str]] | None = None) -> Group:
+    """The end-of-batch view: the class numbers, how long it took, the students, and what an
+    instructor must look at: reports set aside, students a gradebook leaves out
+    (``left_out``: by gradebook file), the most frequent hints."""
     stats = result.statistics()
     per = result.duration_s / result.graded if result.graded else None
+    students = result.students()
+    missing = [grade.handin.student.id for grade in students if grade.report is None]
     lines: list[RenderableType] = [
         _numbers_table(result.assignment.id, stats),
         Text(f"{_counts_line(stats)}; {result.graded} graded now, {result.skipped} already up to date"
-             + (f"; {per:.2f} s per submission" if per else ""))]
+             + (f"; {per:.2f} s per submission" if per else "")),
+        plain(f"{_counted(len(students), 'student')}" + (f"; no submission from {', '.join(missing)}" if missing else ""))]
+    if result.removed:
+        lines.append(plain(f"moved {_counted(len(result.removed), 'report')} of files no longer handed in "
+                           f"to {result.removed[0].parent}", style="yellow"))
+    for name, students_left_out in (left_out or {}).items():
+        if students_left_out:
+            who = "every student" if len(students_left_out) == len(students) else ", ".join(students_left_out)
+            lines.append(plain(f"{name} leaves out {who}: no id it matches on (give them in --roster)", style="dim"))
     if stats.hints:
         lines.append(Text("most frequent hints:", style="bold"))
         lines += [plain(f"  {count:>4}  {hint}") for hint, count in stats.hints]

@@ -23,9 +23,11 @@ from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from grader.options import DEFAULT, DEFAULT_BATCH, DEVICES, EXECUTORS, SANDBOXES, OptionError
 from grader.render import error_text, plain
+from grader.sanitize import for_terminal
 
 EXIT_OK, EXIT_GRADER_ERROR, EXIT_USAGE = 0, 1, 2
 
@@ -89,6 +91,12 @@ def _batch_parser() -> argparse.ArgumentParser:
     parser.add_argument("--executor", choices=EXECUTORS, default=DEFAULT_BATCH.executor,
                         help="ray: spread over a Ray cluster (pip install 'transformer-grader[ray]')")
     parser.add_argument("--ray-address", help="the cluster to join (default: RAY_ADDRESS, else a local cluster)")
+    parser.add_argument("--roster", type=Path, metavar="CSV",
+                        help="the students: columns student (required), path, name, email, section, canvas_id, "
+                             "sis_user_id, sis_login_id (default: one student per folder; see docs/instructors.md)")
+    parser.add_argument("--canvas-column", metavar="HEADER",
+                        help="the assignment's column in canvas.csv, e.g. 'Assignment 03 (12345)' as Canvas's export "
+                             "names it (default: a new assignment, 'Assignment ID: TITLE')")
     _add_limit_options(parser)
     return parser
 
@@ -149,14 +157,13 @@ def _grade(args: argparse.Namespace, console: Console) -> int:
 def _batch(args: argparse.Namespace, console: Console) -> int:
     if args.executor == "local":
         _start_zygote_server(args.assignment)
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-
     from grader.assignment import AssignmentError
     from grader.batch import grade_batch
     from grader.class_report import batch_summary
     from grader.gradebook import write_outputs
     from grader.report import json_text
     from grader.sandbox.isolation import SandboxUnavailable
+    from grader.students import Roster, RosterError
 
     if not args.folder.is_dir():
         _error(console, f"no such folder: {args.folder}")
@@ -164,41 +171,65 @@ def _batch(args: argparse.Namespace, console: Console) -> int:
     if args.executor == "ray" and importlib.util.find_spec("ray") is None:
         _error(console, "--executor ray needs Ray: pip install 'transformer-grader[ray]'")
         return EXIT_USAGE
+    try:
+        roster = Roster.load(args.roster) if args.roster else None
+    except RosterError as exc:
+        _error(console, f"--roster: {exc}")
+        return EXIT_USAGE
     out = Console()
-    progress = Progress(TextColumn("grading"), BarColumn(), MofNCompleteColumn(),
-                        TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), TimeRemainingColumn(),
-                        console=out, disable=not out.is_terminal)
-    task = progress.add_task("grading", total=None, rate="")
-    started = time.monotonic()
-
-    def on_start(total: int, up_to_date: int) -> None:
-        progress.update(task, total=total, completed=up_to_date)
-
-    graded_now = 0
-
-    def on_report(path: Path, report) -> None:
-        nonlocal graded_now
-        graded_now += 1
-        progress.update(task, advance=1, rate=f"{(time.monotonic() - started) / graded_now:.2f} s each")
-
+    progress = _BatchProgress(out)
     try:
         with progress:
             result = grade_batch(args.assignment, args.folder, args.out, jobs=args.jobs, device=args.device,
                                  limits=_limits(args), sandbox=args.sandbox, force=args.force, executor=args.executor,
-                                 ray_address=args.ray_address, on_start=on_start, on_report=on_report)
+                                 ray_address=args.ray_address, roster=roster, **progress.callbacks)
     except (AssignmentError, ValueError, SandboxUnavailable) as exc:
         _error(console, exc)
         return EXIT_USAGE
     except KeyboardInterrupt:
         _say(console, "interrupted: the reports written so far are kept; run the same command to resume")
         return 130
-    summary = write_outputs(result, args.out)
+    summary = write_outputs(result, args.out, args.canvas_column)
     if out.is_terminal:
-        out.print(batch_summary(result))
+        out.print(batch_summary(result, summary["left_out"]))
     else:
         # Not a terminal, but perhaps piped to one: ASCII, with every control character escaped.
         print(json_text(summary, indent=None, ascii_only=True))
     return EXIT_GRADER_ERROR if summary["counts"]["grader_error"] else EXIT_OK
+
+
+class _BatchProgress(Progress):
+    """The batch's progress bar: its columns labelled, and the file being graded longest named
+    (the one to look at when the bar stalls)."""
+
+    def __init__(self, console: Console) -> None:
+        super().__init__(TextColumn("graded"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
+                         TextColumn("elapsed"), TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn(),
+                         TextColumn("{task.fields[current]}", markup=False), console=console, disable=not console.is_terminal)
+        self.task = self.add_task("grading", total=None, rate="", current="")
+        self.started = time.monotonic()
+        self.graded_now = 0
+        self.running: dict[Path, None] = {}  # in the order they started
+        self.callbacks = {"on_start": self.on_start, "on_begin": self.on_begin, "on_report": self.on_report}
+
+    def on_start(self, total: int, up_to_date: int) -> None:
+        self.update(self.task, total=total, completed=up_to_date)
+
+    def on_begin(self, path: Path) -> None:
+        self.running[path] = None
+        self._show_running()
+
+    def on_report(self, path: Path, report: object) -> None:
+        self.graded_now += 1
+        self.running.pop(path, None)
+        self.update(self.task, advance=1,
+                    rate=f"{(time.monotonic() - self.started) / self.graded_now:.2f} s each")
+        self._show_running()
+
+    def _show_running(self) -> None:
+        first = next(iter(self.running), None)
+        # A file's name is the student's: text, never markup, with no control character.
+        self.update(self.task, current=for_terminal(f"now: {first.as_posix()}") if first else "")
 
 
 def _notebook(args: argparse.Namespace, console: Console) -> int:

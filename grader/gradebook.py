@@ -1,31 +1,60 @@
-"""A batch's results folder: ``reports/NAME.json`` per submission, ``summary.json``, ``grades.csv``.
+"""A batch's results folder: ``reports/NAME.json`` per file handed in, ``summary.json``, and the
+gradebooks, one row per student: ``grades.csv`` and the LMS imports of :mod:`grader.export.gradebooks`.
 
 Written by ``grade batch`` (:mod:`grader.batch`), read by ``grade report``
-(:mod:`grader.class_report`). Every report is written atomically; a report is current
-when it is in the current schema and holds the submission's content hash.
+(:mod:`grader.class_report`) and ``grade feedback``. Every report is written atomically; a
+report is current when it is in the current schema and holds the submission's content hash.
+The reports of files no longer in the batch folder are moved to ``removed/``, so that every
+view counts the same submissions.
 """
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import json
 import os
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader.assignment import Assignment
 from grader.class_stats import ClassStatistics, class_statistics
+from grader.export.feedback import counts, headline, part_score
+from grader.export.gradebooks import write_gradebooks
 from grader.ingest import Ungradable, read_submission, submission_sha256
 from grader.report import SCHEMA_VERSION, GradeReport, Status, write_atomic, write_json
-from grader.sanitize import for_csv
+from grader.sanitize import clean, csv_text
+from grader.students import Handin
 
-SUMMARY_SCHEMA_VERSION = 1
+SUMMARY_SCHEMA_VERSION = 2  # 2: the students, each with the file graded for them
+MISSING = "missing"  # a student's status when they handed in nothing
+GRADEBOOK_HINT_CHARS = 300  # a cell, not a report: the feedback page has the rest
 # Bytes in a report's file name: write_atomic's temporary ".NAME.XXXXXXXX.tmp" beside it must fit
 # in NAME_MAX (255) too.
 REPORT_NAME_MAX = 200
 _PLAIN_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyz0123456789._-")
+
+
+@dataclass(frozen=True)
+class StudentGrade:
+    """A gradebook row: a student, and the report of the file graded for them (None: no file)."""
+    handin: Handin
+    report: GradeReport | None
+
+    @property
+    def status(self) -> str:
+        return self.report.status if self.report else MISSING
+
+    @property
+    def score(self) -> float:
+        return self.report.score if self.report and counts(self.report) else 0.0
+
+    def part_score(self, part_id: str) -> float:
+        return sum(part_score(self.report, part) for part in self.report.parts if part.id == part_id) if self.report else 0.0
+
+    @property
+    def hint(self) -> str:
+        return clean(headline(self.report) if self.report else "no submission", GRADEBOOK_HINT_CHARS)
 
 
 @dataclass
@@ -35,9 +64,15 @@ class BatchResult:
     graded: int  # graded in this run
     skipped: int  # reports already up to date
     duration_s: float
+    handins: list[Handin] = field(default_factory=list)  # by student, roster order first
+    removed: list[Path] = field(default_factory=list)  # reports of files gone from the folder, moved aside
 
     def statistics(self) -> ClassStatistics:
         return class_statistics(self.assignment.parts, list(self.reports.values()))
+
+    def students(self) -> list[StudentGrade]:
+        return [StudentGrade(handin, self.reports.get(handin.graded) if handin.graded else None)
+                for handin in self.handins]
 
 
 def report_path(out: Path, relative: Path) -> Path:
@@ -88,14 +123,32 @@ def load_current_report(path: Path, submission: Path) -> GradeReport | None:
     return report if report.submission_sha256 == current else None
 
 
+def prune_reports(out: Path, current: Iterable[Path]) -> list[Path]:
+    """Move the reports of files no longer handed in (``current``: the batch's files) from
+    ``out/reports`` to ``out/removed``, kept but no longer counted; returns where they went."""
+    keep = {report_path(out, relative).name for relative in current}
+    moved = []
+    for path in sorted((out / "reports").glob("*.json")):
+        if path.name not in keep and read_report(path) is not None:
+            target = out / "removed" / path.name
+            target.parent.mkdir(exist_ok=True)
+            os.replace(path, target)
+            moved.append(target)
+    return moved
+
+
 def summarize(result: BatchResult) -> dict:
-    """Counts by status, per-part statistics, the most frequent hints, timing."""
+    """Counts by status, per-part statistics, the most frequent hints, timing, and each student
+    with the file graded for them."""
     stats = result.statistics()
+    students = result.students()
     return {
         "schema_version": SUMMARY_SCHEMA_VERSION,
         "assignment": result.assignment.id,
         "submissions": stats.submissions,
         "counts": stats.counts,
+        "students": {"count": len(students), "missing": sum(grade.status == MISSING for grade in students),
+                     "not_on_roster": sum("not on the roster" in grade.handin.note for grade in students)},
         "score": stats.total.stats(),
         "parts": {part_id: scores.stats() for part_id, scores in stats.parts.items()},
         "hints": [{"hint": hint, "count": count} for hint, count in stats.hints],
@@ -105,25 +158,42 @@ def summarize(result: BatchResult) -> dict:
             "skipped_up_to_date": result.skipped,
             "seconds_per_submission": round(result.duration_s / result.graded, 4) if result.graded else None,
         },
+        "removed_reports": [path.name for path in result.removed],
+        "gradebook": [_student_entry(grade) for grade in students],
     }
 
 
+def _student_entry(grade: StudentGrade) -> dict:
+    handin = grade.handin
+    return {"student": handin.student.id, "status": grade.status, "score": grade.score,
+            "submission": handin.graded.as_posix() if handin.graded else None,
+            "report": f"reports/{report_path(Path(), handin.graded).name}" if handin.graded else None,
+            "files": [path.as_posix() for path in handin.files], "late": handin.late, "note": handin.note}
+
+
+GRADEBOOK_COLUMNS = ("student", "name", "status", "score", "points_possible")
+
+
 def gradebook_csv(result: BatchResult) -> str:
-    """One row per submission: submission, status, total, then one column per part."""
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    rows = [["submission", "status", "total", *result.assignment.parts]]
-    for relative, report in result.reports.items():
-        scores = {part.id: part.score for part in report.parts}
-        rows.append([relative.as_posix(), report.status, f"{report.score:g}",
-                     *(f"{scores.get(part_id, 0):g}" for part_id in result.assignment.parts)])
-    # Submissions name themselves (a folder called =HYPERLINK(...)): no cell may be a formula.
-    writer.writerows([for_csv(cell) for cell in row] for row in rows)
-    return buffer.getvalue()
+    """One row per student: who, status, score and points possible, one column per part, the
+    headline hint, the file graded and a note on the choice."""
+    parts = result.assignment.parts
+    stats = result.statistics()
+    rows = [[*GRADEBOOK_COLUMNS, *parts, "hint", "submission", "note"]]
+    for grade in result.students():
+        handin = grade.handin
+        rows.append([handin.student.id, handin.student.name, grade.status, f"{grade.score:g}",
+                     f"{stats.total.max_score:g}", *(f"{grade.part_score(part):g}" for part in parts), grade.hint,
+                     handin.graded.as_posix() if handin.graded else "", handin.note])
+    return csv_text(rows)
 
 
-def write_outputs(result: BatchResult, out: Path) -> dict:
+def write_outputs(result: BatchResult, out: Path, canvas_header: str | None = None) -> dict:
+    """``summary.json`` and the gradebooks; returns the summary, which says which students
+    each LMS's gradebook leaves out for want of an id it matches on."""
     summary = summarize(result)
+    books = write_gradebooks(result, out, canvas_header)
+    summary["left_out"] = {book.name: book.left_out for book in books}
     write_json(out / "summary.json", summary)
     write_atomic(out / "grades.csv", gradebook_csv(result))
     return summary

@@ -11,7 +11,8 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from grader.report import GradeReport, PartResult, Status
+from grader.export.feedback import part_problem
+from grader.report import GradeReport, Status
 from grader.sanitize import for_terminal
 
 
@@ -25,18 +26,6 @@ def error_text(message: object) -> Text:
     """An error for the terminal. Messages hold paths, and paths are named by students: shown
     as text, never as markup (``hw[/].py``)."""
     return Text("error: ", style="red") + plain(message)
-
-
-def part_problem(part: PartResult) -> str:
-    """What is probably wrong: the part's hints, the headline first, one a line (the second
-    after "also: "), else its first failure."""
-    if part.score >= part.max_score:
-        return ""
-    shown = part.hints or [part.hint] * bool(part.hint)
-    if shown:
-        return "\n".join([shown[0], *(f"also: {hint}" for hint in shown[1:])])
-    failing = next((test for test in part.tests if test.outcome != "passed"), None)
-    return failing.message.splitlines()[0] if failing and failing.message else ""
 
 
 def report_table(report: GradeReport) -> Table:

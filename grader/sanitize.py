@@ -9,7 +9,7 @@ here, and every view of a report uses it:
   make writing the report fail) and, with ``limit``, a bounded length;
 - :func:`for_terminal`: no control characters, so printed text cannot move the cursor,
   redraw a table or write the clipboard (OSC 52);
-- :func:`for_csv`: a cell a spreadsheet will not run as a formula.
+- :func:`for_csv`: a cell a spreadsheet will not run as a formula (:func:`csv_text`: rows of them).
 
 HTML is escaped where it is written (:mod:`html`), after :func:`for_terminal`. JSON data (a
 report, a summary, Gradescope's results) gets a rule for each of its strings with
@@ -18,8 +18,10 @@ report, a summary, Gradescope's results) gets a rule for each of its strings wit
 
 from __future__ import annotations
 
+import csv
+import io
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 # C0 controls but tab and newline, DEL, and C1 controls (0x80-0x9f: CSI, OSC and the rest).
@@ -49,6 +51,13 @@ def for_csv(cell: str) -> str:
     leading apostrophe (OWASP's advice for CSV injection)."""
     cell = for_terminal(cell)
     return "'" + cell if cell.startswith(_FORMULA_START) else cell
+
+
+def csv_text(rows: Iterable[Sequence[object]]) -> str:
+    """Rows as CSV in which no cell is a formula (see :func:`for_csv`)."""
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="\n").writerows([for_csv(str(cell)) for cell in row] for row in rows)
+    return buffer.getvalue()
 
 
 def each_string(data: Any, rule: Callable[[str], str]) -> Any:

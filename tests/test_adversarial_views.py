@@ -177,8 +177,9 @@ def test_a_batch_with_lone_surrogates_and_undecodable_names_finishes_with_valid_
     assert strict_json(out / "summary.json")["counts"] == {"graded": 3, "ungradable": 0, "grader_error": 0}
     reports = [strict_json(path) for path in sorted((out / "reports").iterdir())]
     assert len(reports) == 3 and all(report["status"] == Status.GRADED for report in reports)
-    rows = list(csv.reader((out / "grades.csv").read_bytes().decode("utf-8").splitlines()))
-    assert [row[0] for row in rows[1:]] == ["alice/mha.py", "mallory/mha.py", "trudy/caf\ufffd.py"]
+    rows = list(csv.DictReader((out / "grades.csv").read_bytes().decode("utf-8").splitlines()))
+    assert [row["student"] for row in rows] == ["alice", "mallory", "trudy"]
+    assert [row["submission"] for row in rows] == ["alice/mha.py", "mallory/mha.py", "trudy/caf\ufffd.py"]
     assert grade_batch(ASSIGNMENT_03, folder, out, device="cpu", limits=TEST_LIMITS).skipped == 3  # and resumable
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -15,6 +16,8 @@ import pytest
 
 from grader.api import grade
 from grader.batch import grade_batch
+from grader.class_report import load_class_data
+from grader.cli import main
 from grader.gradebook import report_path, write_outputs
 from grader.submissions import discover
 from grader.report import SCHEMA_VERSION
@@ -65,9 +68,10 @@ def test_summary_and_gradebook(class_folder, tmp_path):
     assert summary["parts"]["split_heads"]["median"] == summary["parts"]["split_heads"]["max_score"]
     assert summary["hints"][0]["count"] == 1 and "sqrt(d_model)" in summary["hints"][0]["hint"]
     rows = list(csv.DictReader((out / "grades.csv").open()))
-    assert [row["submission"] for row in rows][:2] == ["alice/mha.py", "bob/mha.py"]
+    assert [row["student"] for row in rows] == ["alice", "bob", "carol", "dave", "erin"]
     bob = rows[1]
-    assert float(bob["total"]) == float(bob["split_heads"]) + float(bob["combine_heads"]) + float(bob["MultiHeadAttention"])
+    assert bob["submission"] == "bob/mha.py" and "sqrt(d_model)" in bob["hint"]
+    assert float(bob["score"]) == float(bob["split_heads"]) + float(bob["combine_heads"]) + float(bob["MultiHeadAttention"])
 
 
 def test_rerun_skips_unchanged_files_and_regrades_changed_ones(class_folder, tmp_path):
@@ -121,6 +125,42 @@ def test_cli_batch_prints_a_json_summary_when_not_a_terminal(class_folder, tmp_p
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)
     assert summary["submissions"] == 5 and (tmp_path / "r" / "grades.csv").is_file()
+
+
+def test_a_class_with_duplicates_strays_and_a_roster_gives_one_row_per_student(class_folder, tmp_path, capsys):
+    (class_folder / "bob/mha.ipynb").write_text((ASSIGNMENT_03 / "mha.ipynb").read_text())  # the stubs: more work left
+    (class_folder / "stray.py").write_text("print('who am I?')\n")
+    roster = tmp_path / "roster.csv"
+    roster.write_text("student,path,name,id,sis_user_id,email\n"
+                      "alice,,Alice A,11,A1,alice@uni.edu\nbob,,Bob B,12,B2,\ncarol,,Carol C,13,,\n"
+                      "dave,,Dave D,14,,\nerin,,Erin E,15,,\nzack,,Zack Z,16,Z6,\n")
+    out = tmp_path / "results"
+    argv = ["batch", str(ASSIGNMENT_03), str(class_folder), "--out", str(out), "--roster", str(roster),
+            "--jobs", "2", "--device", "cpu", "--timeout", "5"]
+    assert main(argv) == 0
+    rows = {row["student"]: row for row in csv.DictReader((out / "grades.csv").open())}
+    assert list(rows) == ["alice", "bob", "carol", "dave", "erin", "zack", "stray"]
+    assert rows["bob"]["submission"] == "bob/mha.py" and "also handed in: bob/mha.ipynb" in rows["bob"]["note"]
+    assert rows["zack"]["status"] == "missing" and rows["zack"]["hint"] == "no submission"
+    assert rows["erin"]["status"] == "ungradable" and "not a submission" in rows["erin"]["hint"]
+    assert "not on the roster" in rows["stray"]["note"]
+    canvas = list(csv.reader((out / "canvas.csv").open()))
+    assert canvas[1][0] == "Points Possible" and len(canvas) == 2 + 6  # every student on the roster, none else
+    assert {line[1]: line[-1] for line in canvas[2:]}["16"] == "0"
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["students"] == {"count": 7, "missing": 1, "not_on_roster": 1}
+    assert main(argv[:-6] + ["--roster", str(tmp_path / "absent.csv")]) == 2  # a clear error, nothing graded
+
+
+def test_reports_of_a_removed_student_leave_every_count(class_folder, tmp_path):
+    out = tmp_path / "results"
+    run(class_folder, out)
+    shutil.rmtree(class_folder / "erin")
+    result = run(class_folder, out)
+    summary = write_outputs(result, out)
+    assert summary["submissions"] == 4 and [path.parent.name for path in result.removed] == ["removed"]
+    assert load_class_data(out).statistics.submissions == 4
+    assert len(list(csv.DictReader((out / "grades.csv").open()))) == 4
 
 
 def test_killing_the_grader_leaves_no_process_behind(class_folder, tmp_path):

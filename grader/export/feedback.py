@@ -49,3 +49,28 @@ def part_feedback(report: GradeReport, part: PartResult) -> str:
     lines += [f"- {test.name} ({test.outcome}, {test.score:g} / {test.max_score:g}): {test.message}"
               for test in part.tests if test.outcome != Outcome.PASSED]
     return "\n".join(lines)
+
+
+def part_problem(part: PartResult) -> str:
+    """What is probably wrong: the part's hints, the headline first, one a line (the second
+    after "also: "), else its first failure."""
+    if part.score >= part.max_score:
+        return ""
+    shown = part.hints or [part.hint] * bool(part.hint)
+    if shown:
+        return "\n".join([shown[0], *(f"also: {hint}" for hint in shown[1:])])
+    failing = next((test for test in part.tests if test.outcome != "passed"), None)
+    return failing.message.splitlines()[0] if failing and failing.message else ""
+
+
+def headline(report: GradeReport) -> str:
+    """The one line to say about a report: why it has no score, else the problem of the part
+    that lost the most points (the first of those that lost as much), else nothing."""
+    if not counts(report):
+        return report.error or report.status
+    losing = [part for part in report.parts if part.score < part.max_score]
+    if not losing:
+        return ""
+    part = max(losing, key=lambda part: part.max_score - part.score)
+    problem = part_problem(part).partition("\n")[0]
+    return f"{part.id}: {problem}" if problem else f"{part.id}: {part.score:g} / {part.max_score:g}"
