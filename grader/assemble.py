@@ -6,6 +6,8 @@ grader (:mod:`grader.public`) both call :func:`assemble_report`.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from importlib import metadata
 
 from grader import scoring
@@ -19,6 +21,7 @@ from grader.sanitize import clean
 # chose (parameter names, exception text): bounded here, where every report is put together.
 # A message holds at most an exception's text and traceback (grader.sandbox.errors) and some words.
 TEST_MESSAGE_CHARS, TEST_HINT_CHARS = 8000, 1000
+_CELL_NOTE = re.compile(r"cell (\d+)\b")  # how notes name a notebook's cell (grader.ingest)
 
 
 def grader_version() -> str:
@@ -56,7 +59,7 @@ def assemble_report(
         duration_s=round(duration_s, 3),
         grader_version=grader_version(),
         parts=parts,
-        notes=list(result.notes),
+        notes=in_cell_order(result.notes),
         output=result.output,
         sandbox=sandbox if status == Status.GRADED else [],
         submission_sha256=submission_sha256,
@@ -64,6 +67,16 @@ def assemble_report(
         # taken from the student's process.
         flags=bounded([*result.flags, *(flag for test in result.tests if test.verdict for flag in test.verdict.flags)]),
     )
+
+
+def in_cell_order(notes: Iterable[str]) -> list[str]:
+    """The notes as the notebook shows its cells: those on the loading as a whole first, then
+    by cell (a skipped cell is noted when the notebook is read, a raising one when it runs)."""
+    def cell(note: str) -> int:
+        number = _CELL_NOTE.match(note)
+        return int(number[1]) if number else 0
+
+    return sorted(notes, key=cell)
 
 
 def failed_report(assignment: Assignment, submission: str, device: str, error: str) -> GradeReport:

@@ -12,15 +12,19 @@ from __future__ import annotations
 
 import html
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import quote
 
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
 from grader.class_stats import Bin, ClassStatistics, Scores, class_statistics, histogram
+from grader.export.feedback import headline
+from grader.feedback_pages import FeedbackError, StudentEntry, page_name, read_entries
 from grader.gradebook import BatchResult, read_report
+from grader.report import Status
 from grader.render import plain
 from grader.sanitize import for_terminal
 
@@ -35,11 +39,15 @@ class ClassReportError(Exception):
     """The folder cannot be reported on; the message says why."""
 
 
+HARDEST_TESTS = 30  # the page lists the tests with the lowest pass rates, at most this many
+
+
 @dataclass(frozen=True)
 class ClassData:
     assignment: str
     statistics: ClassStatistics
     skipped: list[Path]  # files under reports/ that are not grade reports, relative to the folder
+    students: list[StudentEntry] = field(default_factory=list)  # the gradebook, when summary.json has one
 
 
 def load_class_data(folder: Path) -> ClassData:
@@ -63,7 +71,11 @@ def load_class_data(folder: Path) -> ClassData:
         # Per-part statistics across assignments would mix unrelated parts.
         raise ClassReportError(f"{reports_dir} holds reports for several assignments ({', '.join(assignments)})")
     part_ids = dict.fromkeys(part.id for report in reports for part in report.parts)
-    return ClassData(assignments[0], class_statistics(part_ids, reports), skipped)
+    try:
+        _, students = read_entries(folder)
+    except FeedbackError:  # a folder of reports alone: no students to list
+        students = []
+    return ClassData(assignments[0], class_statistics(part_ids, reports), skipped, students)
 
 
 def _escape(text: str) -> str:
@@ -106,10 +118,13 @@ table {{ border-collapse: collapse; margin-bottom: 1.5em; }}
 th, td {{ padding: .3em .8em; border-bottom: 1px solid #eee; text-align: right; }}
 th:first-child, td:first-child {{ text-align: left; }}
 tfoot td {{ font-weight: 600; border-top: 2px solid #ccc; }}
+table.list td, table.list th {{ text-align: left; vertical-align: top; }}
 """
 
 
-def render_html(data: ClassData) -> str:
+def render_html(data: ClassData, feedback: str | None = None) -> str:
+    """The page; ``feedback``: where the students' feedback pages are, relative to it (their
+    rows link there), or None when there are none."""
     stats = data.statistics
     title = f"Assignment {data.assignment}: class report, {stats.submissions} submissions"
     counts = ", ".join(f"{count} {status.replace('_', ' ')}" for status, count in stats.counts.items())
@@ -141,9 +156,68 @@ def render_html(data: ClassData) -> str:
 <div class="grid">
 {parts}
 </div>
+{_hardest_tests(stats)}
+{_not_graded(stats)}
+{_flagged(stats)}
+{_students(data.students, feedback)}
 </body>
 </html>
 """
+
+
+@dataclass(frozen=True)
+class Markup:
+    """A table cell of HTML that this module wrote (every other cell is text, escaped)."""
+    html: str
+
+
+def _table(header: list[str], rows: list[list[str | Markup]]) -> str:
+    def cell(value: str | Markup) -> str:
+        return value.html if isinstance(value, Markup) else _escape(value)
+
+    head = "".join(f"<th>{_escape(column)}</th>" for column in header)
+    body = "".join("<tr>" + "".join(f"<td>{cell(value)}</td>" for value in row) + "</tr>" for row in rows)
+    return f'<table class="list"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def _hardest_tests(stats: ClassStatistics) -> str:
+    failed = [rate for rate in stats.tests if rate.passed < rate.run][:HARDEST_TESTS]
+    if not failed:
+        return ""
+    rows = [[rate.part, rate.test, f"{rate.passed} / {rate.run}", f"{rate.rate:.0%}"] for rate in failed]
+    return ("<h2>Hardest tests</h2><p>The tests the graded submissions failed most often, lowest pass rate first.</p>"
+            + _table(["part", "test", "passed", "pass rate"], rows))
+
+
+def _not_graded(stats: ClassStatistics) -> str:
+    if not stats.not_graded:
+        return ""
+    rows = [[report.submission, report.status.replace("_", " "), report.error or ""] for report in stats.not_graded]
+    return ("<h2>Not graded</h2><p>Ungradable submissions score 0; a grader error is the grader's fault, and "
+            "<code>grade batch</code> regrades it.</p>" + _table(["submission", "status", "why"], rows))
+
+
+def _flagged(stats: ClassStatistics) -> str:
+    if not stats.flagged:
+        return ""
+    rows = [[report.submission, flag.kind, flag.where, flag.detail] for report in stats.flagged for flag in report.flags]
+    return ("<h2>Flags</h2><p>Evasive-looking code, found by reading the source: for you to look at.</p>"
+            + _table(["submission", "kind", "where", "what"], rows))
+
+
+def _students(students: list[StudentEntry], feedback: str | None) -> str:
+    if not students:
+        return ""
+    rows = []
+    for entry in students:
+        score = f"{entry.report.score:g}" if entry.report and entry.status == Status.GRADED else "0"
+        hint = headline(entry.report) if entry.report else "no submission"
+        link: str | Markup = ""
+        if feedback is not None:
+            href = html.escape(f"{feedback}/{quote(page_name(entry.student))}.html")
+            link = Markup(f'<a href="{href}">feedback</a>')
+        rows.append([entry.student, entry.status.replace("_", " "), score, hint, link])
+    return "<h2>Students</h2>" + _table(["student", "status", "score", "what cost the most", "page"], rows)
 
 
 def _svg(width: int, height: int, label: str, body: list[str]) -> str:

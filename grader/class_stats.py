@@ -13,10 +13,10 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from grader.report import GradeReport, Status
+from grader.report import GradeReport, Outcome, Status
 
 MOST_FREQUENT_HINTS = 10
-MAX_BINS = 10  # below full marks; whole-point scores out of up to 10 get a bin each
+MAX_BINS = 10  # below full marks, each a whole number of points wide
 
 
 @dataclass(frozen=True)
@@ -33,12 +33,28 @@ class Scores:
 
 
 @dataclass(frozen=True)
+class TestRate:
+    """How many graded submissions passed one test: what the class found hardest."""
+    part: str
+    test: str
+    passed: int
+    run: int  # graded submissions in which it ran (a skipped test did not)
+
+    @property
+    def rate(self) -> float:
+        return self.passed / self.run if self.run else 1.0
+
+
+@dataclass(frozen=True)
 class ClassStatistics:
     submissions: int
     counts: dict[str, int]  # by status
     total: Scores
     parts: dict[str, Scores]
     hints: list[tuple[str, int]]  # "part: hint" of parts that lost points, most frequent first
+    tests: list[TestRate]  # the lowest pass rate first
+    not_graded: list[GradeReport]  # ungradable and grader_error reports, each with its reason
+    flagged: list[GradeReport]  # reports with flags for the instructor
 
 
 def class_statistics(part_ids: Iterable[str], reports: Sequence[GradeReport]) -> ClassStatistics:
@@ -52,6 +68,16 @@ def class_statistics(part_ids: Iterable[str], reports: Sequence[GradeReport]) ->
         parts[part_id] = Scores(scores, max_score)
     hints = Counter(f"{part.id}: {part.hint}" for report in graded for part in report.parts
                     if part.hint and part.score < part.max_score)
+    runs: Counter[tuple[str, str]] = Counter()
+    passes: Counter[tuple[str, str]] = Counter()
+    for report in graded:
+        for part in report.parts:
+            for test in part.tests:
+                if test.outcome != Outcome.SKIPPED:
+                    runs[part.id, test.name] += 1
+                    passes[part.id, test.name] += test.outcome == Outcome.PASSED
+    tests = sorted((TestRate(part, test, passes[part, test], run) for (part, test), run in runs.items()),
+                   key=lambda rate: (rate.rate, rate.part, rate.test))
     return ClassStatistics(
         submissions=len(reports),
         counts={status: sum(r.status == status for r in reports)
@@ -59,6 +85,9 @@ def class_statistics(part_ids: Iterable[str], reports: Sequence[GradeReport]) ->
         total=Scores([r.score for r in graded], max((r.max_score for r in reports), default=0)),
         parts=parts,
         hints=hints.most_common(MOST_FREQUENT_HINTS),
+        tests=tests,
+        not_graded=[report for report in reports if report.status != Status.GRADED],
+        flagged=[report for report in reports if report.flags],
     )
 
 
@@ -70,10 +99,12 @@ class Bin:
 
 
 def histogram(scores: Scores) -> list[Bin]:
-    """Equal bins from 0 to max_score (at most MAX_BINS), then a bin of its own for full marks:
-    a grade histogram is read for who got everything right."""
-    bins = min(MAX_BINS, math.ceil(scores.max_score))
-    lows = [scores.max_score * k / bins for k in range(bins)]
+    """Bins from 0 to max_score that start at whole points (each the same whole number of
+    points wide, at most MAX_BINS of them; the last may be narrower), then a bin of its own
+    for full marks: a grade histogram is read for who got everything right."""
+    width = max(math.ceil(scores.max_score / MAX_BINS), 1)
+    lows = [float(low) for low in range(0, math.ceil(scores.max_score), width)]
+    bins = len(lows)
     counts = [0] * (bins + 1)
     for value in scores.values:
         counts[bins if value >= scores.max_score else max(bisect.bisect_right(lows, value) - 1, 0)] += 1

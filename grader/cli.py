@@ -6,6 +6,7 @@
     grade notebook assignments/03 [--check]        # regenerate the handout notebook
     grade release assignments/03 --out dist/       # the student handout, grader included: dist/03/, dist/03.zip
     grade report results/ [--html FILE]            # a class's plots and statistics from a batch's results
+    grade feedback results/                        # each student's feedback page (batch writes them too)
     grade export gradescope|classroom assignments/03 [--out FILE]  # the grader on Gradescope / GitHub Classroom
     grade new-assignment 07 --module gpt [--title T]  # the skeleton of a new assignment, every file in its home
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 import sys
 import time
 from dataclasses import replace
@@ -50,7 +52,7 @@ def _say(console: Console, message: object) -> None:
 def _grade_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="grade", description="Grade a submission of a Transformer course assignment.",
                                      epilog="Other commands: grade batch ASSIGNMENT FOLDER --out DIR; "
-                                            "grade notebook ASSIGNMENT [--check]; grade report RESULTS [--html FILE]; "
+                                            "grade notebook ASSIGNMENT [--check]; grade report RESULTS [--html FILE]; grade feedback RESULTS; "
                                             "grade export gradescope|classroom ASSIGNMENT [--out FILE]; "
                                             "grade release ASSIGNMENT --out DIR")
     parser.add_argument("assignment", type=Path, help="the assignment directory, e.g. assignments/03")
@@ -84,7 +86,8 @@ def _batch_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="grade batch", description="Grade every submission in a folder.")
     parser.add_argument("assignment", type=Path, help="the assignment directory, e.g. assignments/03")
     parser.add_argument("folder", type=Path, help="the submissions (.py, .ipynb; sub-folders allowed)")
-    parser.add_argument("--out", type=Path, required=True, help="results folder: reports/, summary.json, grades.csv")
+    parser.add_argument("--out", type=Path, required=True,
+                        help="results folder: reports/, summary.json, grades.csv, canvas.csv, gradescope.csv, feedback/")
     parser.add_argument("--jobs", "-j", type=int, default=DEFAULT_BATCH.jobs,
                         help="submissions graded at once (default %(default)s)")
     parser.add_argument("--force", action="store_true", help="regrade submissions whose report is up to date")
@@ -160,6 +163,7 @@ def _batch(args: argparse.Namespace, console: Console) -> int:
     from grader.assignment import AssignmentError
     from grader.batch import grade_batch
     from grader.class_report import batch_summary
+    from grader.feedback_pages import write_feedback
     from grader.gradebook import write_outputs
     from grader.report import json_text
     from grader.sandbox.isolation import SandboxUnavailable
@@ -190,6 +194,7 @@ def _batch(args: argparse.Namespace, console: Console) -> int:
         _say(console, "interrupted: the reports written so far are kept; run the same command to resume")
         return 130
     summary = write_outputs(result, args.out, args.canvas_column)
+    write_feedback(args.out)
     if out.is_terminal:
         out.print(batch_summary(result, summary["left_out"]))
     else:
@@ -261,6 +266,7 @@ def _report_parser() -> argparse.ArgumentParser:
 
 def _report(args: argparse.Namespace, console: Console) -> int:
     from grader.class_report import ClassReportError, class_table, load_class_data, render_html
+    from grader.feedback_pages import FOLDER
     from grader.report import write_atomic
 
     try:
@@ -269,9 +275,31 @@ def _report(args: argparse.Namespace, console: Console) -> int:
         _error(console, exc)
         return EXIT_USAGE
     page = args.html or args.results / "report.html"
-    write_atomic(page, render_html(data))
+    feedback = args.results / FOLDER
+    link = Path(os.path.relpath(feedback.resolve(), page.resolve().parent)).as_posix() if feedback.is_dir() else None
+    write_atomic(page, render_html(data, link))
     Console().print(class_table(data))
     _say(console, f"wrote {page}")
+    return EXIT_OK
+
+
+def _feedback_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="grade feedback",
+                                     description="Write each student's feedback page (HTML and Markdown) from "
+                                                 "grade batch's results, into RESULTS/feedback/.")
+    parser.add_argument("results", type=Path, help="the --out folder of grade batch")
+    return parser
+
+
+def _feedback(args: argparse.Namespace, console: Console) -> int:
+    from grader.feedback_pages import FeedbackError, write_feedback
+
+    try:
+        pages = write_feedback(args.results)
+    except FeedbackError as exc:
+        _error(console, exc)
+        return EXIT_USAGE
+    _say(console, f"wrote {len(pages)} feedback pages (HTML and Markdown) in {args.results / 'feedback'}")
     return EXIT_OK
 
 
@@ -368,6 +396,7 @@ SUBCOMMANDS = {
     "notebook": (_notebook_parser, _notebook),
     "release": (_release_parser, _release),
     "report": (_report_parser, _report),
+    "feedback": (_feedback_parser, _feedback),
     "export": (_export_parser, _export),
     "new-assignment": (_new_assignment_parser, _new_assignment),
 }

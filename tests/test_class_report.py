@@ -108,8 +108,9 @@ def tooltip_counts(plot: dict) -> list[int]:
 
 @pytest.mark.parametrize("values, max_score, lows, counts", [
     ([4, 4, 3, 0, 2.5], 4, [0, 1, 2, 3, 4], [1, 0, 1, 1, 2]),  # whole points: a bar each, full marks apart
-    ([0, 2.4, 2.39, 11.99, 12, 13], 12, [1.2 * k for k in range(11)], [1, 1, 1] + [0] * 6 + [1, 2]),  # edges
-    ([0.5, 1.5], 1.5, [0, 0.75, 1.5], [1, 0, 1]),
+    ([0, 2.4, 2.39, 11.99, 12, 13], 12, [0, 2, 4, 6, 8, 10, 12], [1, 2, 0, 0, 0, 1, 2]),  # 2 points a bin
+    ([25.5, 24, 23.9, 0.5], 26, [0, 3, 6, 9, 12, 15, 18, 21, 24, 26], [1, 0, 0, 0, 0, 0, 0, 1, 2, 0]),  # 24 ≤ s < 26
+    ([0.5, 1.5], 1.5, [0, 1, 1.5], [1, 0, 1]),  # a whole point, then what is left
     ([], 0, [0], [0]),
 ])
 def test_histogram_bins_hold_every_score_once(values, max_score, lows, counts):
