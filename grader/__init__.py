@@ -14,10 +14,14 @@ import os
 # initialise it, and a process with CUDA initialised cannot hand CUDA to forked children.
 os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
 
-__all__ = ["grade", "GradeReport", "SCHEMA_VERSION"]
+__all__ = ["grade", "check", "GradeReport", "SCHEMA_VERSION"]
 
 
 def __getattr__(name: str):
+    if name == "check":  # in a notebook: a part's public tests on its current definitions
+        from grader.notebook_check import check
+
+        return check
     if name == "grade":
         from grader.api import grade
 

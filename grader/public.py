@@ -20,31 +20,40 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Console
 from rich.text import Text
 
-from grader import hints
+from grader import cells, hints
 from grader.assemble import assemble_report
 from grader.assignment import Assignment, AssignmentError
 from grader.ingest import Program, Ungradable, load_submission
 from grader.outcome import SuiteResult, TestOutcome, Verdict
 from grader.render import error_text, render_report
 from grader.report import GradeReport, Outcome, Status
+from grader.sandbox.limits import Limits
 
 EXIT_OK, EXIT_GRADER_ERROR, EXIT_USAGE = 0, 1, 2  # as the full grader's (grader/cli.py)
+EXIT_INTERRUPTED = 130  # as a shell reports Ctrl-C
 PUBLIC_TESTS_TIMEOUT_S = 300.0
 HIDDEN_TESTS_NOTE = ("These are the public tests only, so this score is not your grade: "
                      "the hidden tests run on submission.")
 OTHER_PART = "other public tests"  # for a test whose name names no part
 # A test's own check failing, as opposed to the student's code raising.
 _TEST_FAILURES = ("AssertionError", "Failed")
+# A public test names the mistake it caught in its assertion's message, as plain pytest shows
+# it too: `assert ok, "mistake: softmax over the wrong dimension"`. That is the part's hint.
+MISTAKE_PREFIX = "mistake: "
+_MISTAKE = re.compile(rf"{MISTAKE_PREFIX}(.+)")
 
 
 def grade_public(assignment: Assignment | str | Path, submission: str | Path | None = None,
-                 timeout_s: float = PUBLIC_TESTS_TIMEOUT_S) -> GradeReport:
-    """Run the public tests on ``submission`` (default: the working copy) and report per part."""
+                 timeout_s: float = PUBLIC_TESTS_TIMEOUT_S, limits: Limits = Limits()) -> GradeReport:
+    """Run the public tests on ``submission`` (default: the working copy) and report per part.
+    Its cells are loaded as the grader loads them, with ``limits``' time per cell and in all
+    (:mod:`grader.cells`); ``timeout_s`` bounds the whole run."""
     started = time.monotonic()
     if not isinstance(assignment, Assignment):
         assignment = Assignment.load(assignment)
@@ -55,11 +64,15 @@ def grade_public(assignment: Assignment | str | Path, submission: str | Path | N
         why = str(exc) if isinstance(exc, Ungradable) else f"the file cannot be read: {exc.strerror or exc}"
         status, error, result = Status.UNGRADABLE, why, SuiteResult()
     else:
-        status, error, tests = _run_public_tests(assignment, program, timeout_s)
-        result = SuiteResult(tuple(_outcome(test, assignment.parts) for test in tests), tuple(program.notes),
-                             _printed(tests))
+        status, error, tests, notes, printed = _run_public_tests(assignment, program, limits, timeout_s)
+        result = suite_result(assignment, tests, (*program.notes, *notes), printed)
     return assemble_report(assignment, str(submission if submission is not None else path), result, status=status,
                            error=error, device="cpu", duration_s=time.monotonic() - started, sandbox=[])
+
+
+def suite_result(assignment: Assignment, tests: list[dict], notes: tuple[str, ...], printed: str) -> SuiteResult:
+    """The public tests' results (pytest-json-report's) as the grader's own suites give theirs."""
+    return SuiteResult(tuple(_outcome(test, assignment.parts) for test in tests), notes, printed + _printed(tests))
 
 
 def part_of(test_id: str, part_ids: tuple[str, ...]) -> str:
@@ -78,25 +91,34 @@ def _snake(name: str) -> str:
     return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
 
 
-def _run_public_tests(assignment: Assignment, program: Program, timeout_s: float) -> tuple[str, str | None, list[dict]]:
-    """(status, error, pytest-json-report's tests) for the public tests run on ``program``."""
+def _run_public_tests(assignment: Assignment, program: Program, limits: Limits,
+                      timeout_s: float) -> tuple[str, str | None, list[dict], list[str], str]:
+    """(status, error, pytest-json-report's tests, notes, what loading printed) for the public
+    tests run on ``program``."""
     with tempfile.TemporaryDirectory(prefix="grade-public-") as scratch:
         scratch_dir = Path(scratch)
-        # A notebook becomes the module the tests import: its code cells in order, as
-        # "Run All" would run them (a cell that raises stops the import, as it stops the run).
-        (scratch_dir / assignment.module).write_text("\n\n".join(cell.source for cell in program.cells),
-                                                     encoding="utf-8")
+        # The module the tests import runs the program's cells as the grader loads them.
+        names = tuple(name for name in assignment.parts if name not in assignment.parts_without_stub)
+        cells.write_loader(program, scratch_dir, assignment.module, names, limits.cell_timeout_s, limits.load_timeout_s)
         report_path, log_path = scratch_dir / "report.json", scratch_dir / "pytest.log"
         exit_code = _pytest(assignment, scratch_dir, report_path, log_path, timeout_s)
+        notes, printed = cells.loading_result(scratch_dir)
         if exit_code is None:
             return (Status.UNGRADABLE,
-                    f"the public tests did not finish in {timeout_s:g} s: look for a loop that never ends", [])
-        report = json.loads(report_path.read_text(encoding="utf-8")) if report_path.is_file() else {}
-        log = log_path.read_text(encoding="utf-8", errors="replace")
+                    f"the public tests did not finish in {timeout_s:g} s: look for a loop that never ends",
+                    [], notes, printed)
+        status, error, tests = read_results(report_path, exit_code, log_path.read_text(encoding="utf-8", errors="replace"))
+    return status, error, tests, notes, printed
+
+
+def read_results(report_path: Path, exit_code: int, log: str) -> tuple[str, str | None, list[dict]]:
+    """(status, error, the tests that ran) from pytest's exit code and pytest-json-report's file."""
+    report = json.loads(report_path.read_text(encoding="utf-8")) if report_path.is_file() else {}
     broken = [collector for collector in report.get("collectors", []) if collector.get("outcome") == "failed"]
     if broken:
         return Status.UNGRADABLE, f"the public tests cannot import your code: {_last_error(broken[0]['longrepr'])}", []
-    if exit_code not in (0, 1) or "tests" not in report:
+    # 5: every test deselected, which check() of a part without public tests does.
+    if exit_code not in (0, 1, 5) or "tests" not in report:
         return Status.GRADER_ERROR, f"pytest failed to run the public tests (exit code {exit_code}): {log[-2000:]}", []
     return Status.GRADED, None, [test for test in report["tests"] if test["outcome"] != "skipped"]
 
@@ -163,8 +185,12 @@ def _verdict(test: dict, part: str) -> Verdict:
     # (a failed `assert` reads "assert False ...").
     type_name = (stage.get("traceback") or [{}])[-1].get("message") or message.partition(": ")[0]
     if type_name in _TEST_FAILURES:
-        return Verdict(Outcome.FAILED, message)
-    detail = message.removeprefix(f"{type_name}: ")
+        named = _MISTAKE.search(message)
+        return Verdict(Outcome.FAILED, message, named[1].strip() if named else None)
+    prefix, _, rest = message.partition(": ")
+    detail = rest if prefix.rpartition(".")[2] == type_name else message  # "grader.cells.NotDefined: ..."
+    if type_name == cells.NotDefined.__name__:
+        return Verdict(Outcome.FAILED, detail, hints.NOT_FOUND)
     if type_name == "NotImplementedError":
         return Verdict(Outcome.FAILED, message, hints.another_parts_stub(detail, part) or hints.NOT_IMPLEMENTED)
     return Verdict(Outcome.ERROR, message, hints.hint_for_exception(type_name, detail))
@@ -181,6 +207,8 @@ def _parser() -> argparse.ArgumentParser:
                                                                + HIDDEN_TESTS_NOTE)
     parser.add_argument("assignment", type=Path, help="the assignment directory, e.g. assignments/03")
     parser.add_argument("--submission", type=Path, help=".py or .ipynb to test (default: your working copy)")
+    parser.add_argument("--timeout", type=float, default=Limits().cell_timeout_s, metavar="SECONDS",
+                        help="time limit per notebook cell, as the grader's (default %(default)g)")
     parser.add_argument("--verbose", "-v", action="store_true", help="also show every failing test and your output")
     return parser
 
@@ -192,10 +220,13 @@ def main(argv: list[str] | None = None) -> int:
         errors.print(error_text(f"no such submission file: {args.submission}"))
         return EXIT_USAGE
     try:
-        report = grade_public(args.assignment, args.submission)
+        report = grade_public(args.assignment, args.submission, limits=replace(Limits(), cell_timeout_s=args.timeout))
     except AssignmentError as exc:
         errors.print(error_text(exc))
         return EXIT_USAGE
+    except KeyboardInterrupt:  # the tests' process group is killed on the way out (_pytest)
+        errors.print(Text("interrupted: nothing was graded", style="yellow"))
+        return EXIT_INTERRUPTED
     console = Console()
     console.print(render_report(report, verbose=args.verbose))
     console.print(Text(HIDDEN_TESTS_NOTE, style="bold"))

@@ -22,10 +22,13 @@ from pathlib import Path
 
 from grader.archive import REGULAR, write_zip
 from grader.assignment import REFERENCE_LOCATORS, Assignment
+from grader.export import TORCH_CPU_INDEX, TORCH_VERSION
 from grader.handout import notebook_is_current
+from grader.sandbox.limits import Limits
 
 GRADER_DIR = Path(__file__).resolve().parent
 STUDENT_ENTRY = "grader.public"  # the student's `grade`: its main()
+STUDENT_API = (STUDENT_ENTRY, "grader.notebook_check")  # and `from grader import check` in a notebook
 STUDENT_DISTRIBUTION = "transformer-grader-student"
 # The full grader's requirements that the student's needs: torch for their code and the
 # tests, pytest and its JSON report to run them, rich for the table, nbformat for notebooks.
@@ -33,9 +36,20 @@ STUDENT_REQUIREMENTS = ("torch", "pytest", "pytest-json-report", "rich", "nbform
 # Replaces grader/__init__.py, which imports the full grader (grader.api and the reference).
 STUDENT_INIT = '''"""The course grader, student edition (made by `grade release`).
 
-`grade assignments/NN` runs the assignment's public tests on your working copy; the hidden
-tests, and your grade, run on submission.
+`grade assignments/NN` runs the assignment's public tests on your working copy; in a
+notebook, `from grader import check; check("PartName")` runs one part's. The hidden tests,
+and your grade, run on submission.
 """
+
+__all__ = ["check"]
+
+
+def __getattr__(name: str):
+    if name == "check":
+        from grader.notebook_check import check
+
+        return check
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 '''
 
 
@@ -85,7 +99,7 @@ def _grader_files() -> dict[str, Path | str]:
 
 def student_modules(package_dir: Path = GRADER_DIR) -> list[Path]:
     """The files of the grader package at ``package_dir`` that the student's grader needs:
-    :data:`STUDENT_ENTRY` and every grader module it imports, transitively (imports inside
+    the modules of :data:`STUDENT_API` and every grader module they import, transitively (imports inside
     functions too; absolute ones, as the grader writes them). The package's own
     ``__init__.py`` is not among them (see STUDENT_INIT).
 
@@ -93,7 +107,7 @@ def student_modules(package_dir: Path = GRADER_DIR) -> list[Path]:
     """
     package = package_dir.name
     found: set[Path] = set()
-    pending = [STUDENT_ENTRY]
+    pending = list(STUDENT_API)
     while pending:
         for path in _module_files(package_dir, pending.pop()):
             if path in found:
@@ -103,7 +117,7 @@ def student_modules(package_dir: Path = GRADER_DIR) -> list[Path]:
             leaks = sorted(name for name in imported if _locates_reference(name, package))
             if leaks:
                 raise ReleaseError(f"{path} imports {', '.join(leaks)}: the student's grader must not hold the "
-                                   f"reference; keep that import out of what {STUDENT_ENTRY} imports")
+                                   f"reference; keep that import out of what {', '.join(STUDENT_API)} import")
             pending += [name for name in imported if name.split(".")[0] == package]
     return sorted(found)
 
@@ -144,6 +158,8 @@ def _locates_reference(name: str, package: str) -> bool:
 
 def student_readme(assignment: Assignment) -> str:
     folder = f"assignments/{assignment.id}"
+    torch_floor = next((requirement for requirement in _grader_requirements() if _requirement_name(requirement) == "torch"),
+                       "torch")
     return f"""# Assignment {assignment.id}: {assignment.title}
 
 The instructions are in [`{folder}/README.md`]({folder}/README.md). You edit
@@ -154,19 +170,39 @@ The instructions are in [`{folder}/README.md`]({folder}/README.md). You edit
 From this folder, with Python 3.11 or newer:
 
 ```bash
-python3 -m venv .venv && .venv/bin/pip install -e .   # install torch, pytest and the `grade` command
+python3 -m venv .venv && .venv/bin/pip install torch=={TORCH_VERSION} --index-url {TORCH_CPU_INDEX} \\
+    && .venv/bin/pip install -e .               # the CPU build of torch, then pytest and the `grade` command
 .venv/bin/grade {folder}                        # run the public tests on your work
 ```
 
+The first command installs the CPU build of the torch the course is tested with (about 200 MB;
+the default index would fetch a GPU build with about twenty CUDA packages). Already have
+PyTorch, a GPU build say, in an environment of yours? Run only `pip install -e .` there:
+it keeps any `{torch_floor}`.
+
 `grade` tests your working copy (the module or the notebook, whichever has fewer stubs
 left) and shows a score per part; `-v` also shows each failure and what your code printed.
-The public tests check shapes and sanity only, so that score is not your grade: the hidden
-tests run on submission.
+It loads a notebook as the grader does: cells in order, a cell that raises is noted and the
+next ones run, a cell that runs past {Limits().cell_timeout_s:g} s (`--timeout`) is skipped.
+
+In the notebook, after running its cells:
+
+```python
+from grader import check
+check("{assignment.parts[-1]}")   # one part's public tests on your current definitions; check() for all
+```
+
+The public tests check shapes, sanity and a few common mistakes only, so that score is not
+your grade: the hidden tests run on submission.
 """
 
 
+def _grader_requirements() -> list[str]:
+    return metadata.requires("transformer-grader") or []
+
+
 def student_pyproject() -> str:
-    requirements = [requirement for requirement in metadata.requires("transformer-grader") or []
+    requirements = [requirement for requirement in _grader_requirements()
                     if _requirement_name(requirement) in STUDENT_REQUIREMENTS and ";" not in requirement]
     missing = set(STUDENT_REQUIREMENTS) - {_requirement_name(requirement) for requirement in requirements}
     if missing:

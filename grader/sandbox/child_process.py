@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 
+from grader import cells
 from grader.ingest import Program
 from grader.sandbox import protocol
 from grader.sandbox.errors import StudentCrashed, StudentTimeout, reported_type_name
@@ -166,14 +167,13 @@ class ChildProcess:
                 raise StudentCrashed(self._load_failed)
             if loading.bound == "load":
                 self._skip.update(range(loading.running, len(self.program.cells)))
-                self._note(f"{self._where(loading.running)} and the cells after it were not run: {why}")
+                self._note(cells.not_run_after(self._where(loading.running), why))
             else:
                 self._skip.add(loading.running)
-                self._note(f"{self._where(loading.running)} {why}; it was skipped")
+                self._note(cells.skipped(self._where(loading.running), why))
 
     def _where(self, index: int) -> str:
-        label = self.program.cells[index].label
-        return label if self.program.kind == "notebook" else f"your module ({label})"
+        return cells.where(self.program.kind, self.program.cells[index].label)
 
     def _note(self, note: str) -> None:
         note = clean(note, NOTE_CHARS)
@@ -262,10 +262,10 @@ class _Loading:
             self.running = self._last_started = index
             process._printed_through = max(process._printed_through, index)
         elif kind == "cell_error" and index == self.running:
-            message = clean(str(event.get("message")), 300)
+            message = clean(str(event.get("message")), cells.MESSAGE_CHARS)
             if event.get("memory") is True:
                 message = f"{process.limits.describe_memory()} ({message})"
-            process._note(f"{process._where(index)} raised {reported_type_name(event.get('type'))}: {message}")
+            process._note(cells.raised(process._where(index), reported_type_name(event.get("type")), message))
             self.running = None
         elif kind == "cell_done" and index == self.running:
             self.running = None
@@ -276,8 +276,8 @@ class _Loading:
     def why_late(self) -> str:
         limits = self.process.limits
         return {
-            "cell": f"ran past the time limit of {limits.cell_timeout_s:g} s",
-            "load": f"loading your code took longer than {limits.load_timeout_s:g} s in total",
+            "cell": cells.ran_past(limits.cell_timeout_s),
+            "load": cells.took_too_long(limits.load_timeout_s),
             "budget": f"ran past the total time limit of {limits.student_time_s:g} s for your submission",
         }[self.bound]
 
