@@ -13,7 +13,7 @@ import pytest
 
 from grader.assignment import Assignment
 from grader.cli import main
-from grader.export.gradescope import find_submission, run, to_gradescope
+from grader.export.gradescope import Visibility, find_submission, main as run_main, run, to_gradescope
 from grader.export.gradescope_zip import GRADER_DIR, build_autograder, source_files
 from grader.report import GradeReport, PartResult, Status
 from grader.report import TestResult as Result  # not Test*: pytest would try to collect it
@@ -46,6 +46,21 @@ def test_graded_report_scores_each_part_and_the_total_adds_up():
         ("split_heads", 7.0, 7.0, "passed"), ("MultiHeadAttention", 3.0, 14.0, "failed")]
     assert "10 / 21" in results["output"] and "cell 3 raised NameError" in results["output"]
     assert results["output_format"] == results["test_output_format"] == "text" and results["visibility"] == "visible"
+
+
+def test_the_chosen_visibility_applies_to_every_test_and_to_the_output():
+    results = to_gradescope(sample_report(), Visibility(tests="after_due_date", stdout="after_published"))
+    assert results["visibility"] == "after_due_date" and results["stdout_visibility"] == "after_published"
+    assert [test["visibility"] for test in results["tests"]] == ["after_due_date"] * 2
+    defaults = to_gradescope(sample_report())
+    assert defaults["visibility"] == "visible" and defaults["stdout_visibility"] == "hidden"
+
+
+def test_a_visibility_gradescope_does_not_know_is_refused():
+    with pytest.raises(ValueError, match="'public' is not one of hidden, after_due_date"):
+        Visibility(tests="public")
+    with pytest.raises(ValueError, match="stdout visibility"):
+        Visibility(stdout="Hidden")
 
 
 def test_a_failing_part_shows_its_hint_and_failing_checks_only():
@@ -182,25 +197,43 @@ def test_unknown_assignment_is_a_usage_error(tmp_path):
     assert not (tmp_path / "a.zip").exists()
 
 
+@pytest.mark.parametrize("flag", ["--visibility", "--stdout-visibility"])
+def test_an_unknown_visibility_is_a_usage_error_that_names_the_choices(tmp_path, capsys, flag):
+    with pytest.raises(SystemExit) as exited:
+        main(["export", "gradescope", str(ASSIGNMENT_03), "--out", str(tmp_path / "a.zip"), flag, "public"])
+    assert exited.value.code == 2
+    error = capsys.readouterr().err
+    assert "invalid choice: 'public'" in error and "after_published" in error and "Traceback" not in error
+    assert not (tmp_path / "a.zip").exists()
+    with pytest.raises(SystemExit) as exited:  # run_autograder's side refuses it the same way
+        run_main(["--root", str(tmp_path), "--assignment", str(ASSIGNMENT_03), flag, "public"])
+    assert exited.value.code == 2 and "invalid choice: 'public'" in capsys.readouterr().err
+
+
 # ---- run_autograder, as Gradescope runs it
+
+
+def unpacked(autograder_zip: Path, root: Path):
+    """run(files handed in) -> results.json, from the zip extracted into a fake /autograder at ``root``."""
+    with zipfile.ZipFile(autograder_zip) as archive:
+        archive.extractall(root / "source")
+    (root / "source" / "run_autograder").chmod(0o755)  # zipfile does not restore modes
+
+    def run_autograder(files: dict[str, str], python: str = sys.executable) -> dict:
+        hand_in(root / "submission", files)
+        (root / "results" / "results.json").unlink(missing_ok=True)  # each run on Gradescope starts without one
+        env = {"PATH": "/usr/bin:/bin", "AUTOGRADER_ROOT": str(root), "GRADER_PYTHON": python}
+        done = subprocess.run([str(root / "source" / "run_autograder")], env=env, capture_output=True,
+                              text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        return json.loads((root / "results" / "results.json").read_text())
+
+    return run_autograder
 
 
 @pytest.fixture
 def autograder(autograder_zip, tmp_path):
-    """run(files handed in) -> results.json, from the zip extracted into a fake /autograder."""
-    with zipfile.ZipFile(autograder_zip) as archive:
-        archive.extractall(tmp_path / "source")
-    (tmp_path / "source" / "run_autograder").chmod(0o755)  # zipfile does not restore modes
-
-    def run_autograder(files: dict[str, str], python: str = sys.executable) -> dict:
-        hand_in(tmp_path / "submission", files)
-        env = {"PATH": "/usr/bin:/bin", "AUTOGRADER_ROOT": str(tmp_path), "GRADER_PYTHON": python}
-        done = subprocess.run([str(tmp_path / "source" / "run_autograder")], env=env, capture_output=True,
-                              text=True, timeout=300)
-        assert done.returncode == 0, done.stderr
-        return json.loads((tmp_path / "results" / "results.json").read_text())
-
-    return run_autograder
+    return unpacked(autograder_zip, tmp_path)
 
 
 @pytest.mark.slow
@@ -233,3 +266,15 @@ def test_missing_submission_scores_zero_and_says_what_to_upload(autograder):
 def test_when_python_cannot_start_run_autograder_still_writes_results(autograder):
     results = autograder({"mha.py": ""}, python="/nonexistent/python")
     assert results["score"] == 0 and "not your fault" in results["output"]
+
+
+def test_the_visibility_chosen_at_export_reaches_results_json(tmp_path):
+    out = tmp_path / "autograder.zip"
+    assert main(["export", "gradescope", str(ASSIGNMENT_03), "--out", str(out),
+                 "--visibility", "after_published", "--stdout-visibility", "after_due_date"]) == 0
+    autograder = unpacked(out, tmp_path)
+    # No submission: graded without the engine, quick; the same results.json fields as a graded one.
+    graded = autograder({"notes.txt": "I could not finish"})
+    cannot_start = autograder({}, python="/nonexistent/python")
+    for results in (graded, cannot_start):
+        assert results["visibility"] == "after_published" and results["stdout_visibility"] == "after_due_date"

@@ -18,7 +18,7 @@ from grader.archive import EXECUTABLE, REGULAR, write_zip
 from grader.assignment import Assignment, reference_dir
 from grader.export import TORCH_CPU_INDEX, TORCH_VERSION, ExportError
 from grader.export.feedback import grader_failed
-from grader.export.gradescope import RESULTS, failure_results
+from grader.export.gradescope import RESULTS, Visibility, failure_results
 
 GRADER_DIR = Path(__file__).resolve().parents[1]
 PROJECT_FILES = ("pyproject.toml", "README.md")
@@ -54,15 +54,19 @@ fi
 """
 
 
-def run_autograder_script(assignment: str) -> str:
-    """The per-submission script; the grading itself is :func:`grader.export.gradescope.run`."""
-    cannot_start = json.dumps(failure_results(grader_failed("it did not start (see the autograder's output)")))
+def run_autograder_script(assignment: str, visibility: Visibility = Visibility()) -> str:
+    """The per-submission script; the grading itself is :func:`grader.export.gradescope.run`.
+    The visibility chosen at export travels in it, as arguments."""
+    cannot_start = json.dumps(failure_results(grader_failed("it did not start (see the autograder's output)"),
+                                              visibility))
+    arguments = shlex.join(["--assignment", assignment, "--visibility", visibility.tests,
+                            "--stdout-visibility", visibility.stdout])
     return f"""#!/usr/bin/env bash
 # Gradescope runs this for every submission. AUTOGRADER_ROOT and GRADER_PYTHON let the
 # project's tests run it outside Gradescope.
 root="${{AUTOGRADER_ROOT:-/autograder}}"
 python="${{GRADER_PYTHON:-$root/venv/bin/python}}"
-(cd "$root/source" && "$python" -m grader.export.gradescope --root "$root" --assignment {shlex.quote(assignment)})
+(cd "$root/source" && "$python" -m grader.export.gradescope --root "$root" {arguments})
 # If Python itself could not run, students would see no explanation at all.
 if [ ! -s "$root/{RESULTS}" ]; then
     mkdir -p "$(dirname "$root/{RESULTS}")"
@@ -82,8 +86,9 @@ def source_files(directory: Path) -> Iterator[Path]:
             yield path
 
 
-def build_autograder(assignment_dir: str | Path, out: Path) -> None:
-    """Write the autograder zip for the assignment to ``out``."""
+def build_autograder(assignment_dir: str | Path, out: Path, visibility: Visibility = Visibility()) -> None:
+    """Write the autograder zip for the assignment to ``out``; its results.json shows students
+    what ``visibility`` says."""
     assignment = Assignment.load(assignment_dir)
     assignment.hidden_suite  # raises AssignmentError if there is none: the zip could grade nothing
     reference = reference_dir()
@@ -93,7 +98,7 @@ def build_autograder(assignment_dir: str | Path, out: Path) -> None:
                           "checkout installed with `pip install -e .`")
     bundled = f"assignments/{assignment.directory.resolve().name}"
     entries = {"setup.sh": (setup_script().encode(), EXECUTABLE),
-               "run_autograder": (run_autograder_script(bundled).encode(), EXECUTABLE)}
+               "run_autograder": (run_autograder_script(bundled, visibility).encode(), EXECUTABLE)}
     for name in PROJECT_FILES:
         entries[name] = ((project / name).read_bytes(), REGULAR)
     for package in (GRADER_DIR, reference):
