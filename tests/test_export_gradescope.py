@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import zipfile
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ import pytest
 from grader.assignment import Assignment
 from grader.cli import main
 from grader.export.gradescope import Visibility, find_submission, main as run_main, run, to_gradescope
+from grader.export.gradescope_metadata import METADATA, is_late
 from grader.export.gradescope_zip import GRADER_DIR, build_autograder, source_files
 from grader.report import GradeReport, PartResult, Status
 from grader.report import TestResult as Result  # not Test*: pytest would try to collect it
@@ -83,6 +85,103 @@ def test_a_report_that_is_not_graded_scores_zero_and_says_why(status, error, say
     assert [test["max_score"] for test in results["tests"]] == [7.0, 14.0]
     assert error in results["output"] and says in results["output"]
     assert all(error in test["output"] for test in results["tests"])
+
+
+def test_a_late_submission_says_so_in_one_line_of_the_summary():
+    late = to_gradescope(replace(sample_report(), late=True))["output"]
+    assert [line for line in late.splitlines() if "late" in line.lower()] == [
+        "Late: this submission was handed in after the due date."]
+    for not_late in (False, None):
+        assert "late" not in to_gradescope(replace(sample_report(), late=not_late))["output"].lower()
+
+
+# ---- late or not, from submission_metadata.json
+
+DUE = "2024-03-01T23:59:00.000000-08:00"
+
+
+def metadata(created_at: str, due_date: str | None = DUE, users: list | None = None) -> dict:
+    """submission_metadata.json as Gradescope documents it (fields this grader ignores left out)."""
+    return {"id": 123456, "created_at": created_at,
+            "assignment": {"due_date": due_date, "late_due_date": None, "title": "Multi-head attention"},
+            "users": users if users is not None else [{"email": "ada@example.com", "id": 1, "name": "Ada"}],
+            "previous_submissions": []}
+
+
+def write_metadata(root: Path, data: object) -> Path:
+    (root / METADATA).write_text(data if isinstance(data, str) else json.dumps(data))
+    return root
+
+
+@pytest.mark.parametrize("created_at, late", [
+    ("2024-03-01T23:58:59.999999-08:00", False),
+    ("2024-03-01T23:59:00-08:00", False),  # at the due date: on time
+    ("2024-03-02T00:00:01-08:00", True),
+    # Instants compared, not clock readings: 08:30 in Berlin is 23:30 the day before in California,
+    # and 23:30 in Alaska is 00:30 the next day there.
+    ("2024-03-02T08:30:00+01:00", False),
+    ("2024-03-01T23:30:00-09:00", True),
+    ("2024-03-02T08:00:00Z", True),
+])
+def test_late_means_handed_in_after_the_due_date(tmp_path, created_at, late):
+    assert is_late(write_metadata(tmp_path, metadata(created_at))) is late
+
+
+def user(name: str, due_date: str | None = None) -> dict:
+    """A submitter as Gradescope's files give them: with their own dates (an extension moves them)."""
+    dates = {"assignment": {"due_date": due_date, "late_due_date": None}} if due_date else {}
+    return {"email": f"{name}@example.com", "id": len(name), "name": name, **dates}
+
+
+def test_a_submitters_extension_moves_the_due_date(tmp_path):
+    a_day_late = "2024-03-02T22:00:00-08:00"
+    extended = "2024-03-03T23:59:00-08:00"
+    assert is_late(write_metadata(tmp_path, metadata(a_day_late, users=[user("ada", DUE)]))) is True
+    assert is_late(write_metadata(tmp_path, metadata(a_day_late, users=[user("ada", extended)]))) is False
+    # A group: late only when late for every member; a member without dates of their own has the assignment's.
+    assert is_late(write_metadata(tmp_path, metadata(a_day_late, users=[user("ada"), user("bob", extended)]))) is False
+    assert is_late(write_metadata(tmp_path, metadata(a_day_late, users=[user("ada"), user("bob")]))) is True
+
+
+@pytest.mark.parametrize("data", [
+    "{not json",
+    "[]",
+    "null",
+    json.dumps({"created_at": "2024-03-02T00:00:01-08:00"}),  # no assignment
+    json.dumps(metadata("2024-03-02T00:00:01-08:00", due_date=None)),
+    json.dumps(metadata("yesterday")),
+    json.dumps(metadata("2024-03-02T00:00:01")),  # no offset: a local time of somewhere unknown
+    json.dumps(metadata(1709366401)),
+    json.dumps(metadata("2024-03-02T00:00:01-08:00", users=["ada@example.com"])),
+    json.dumps(metadata("2024-03-02T00:00:01-08:00", users=[{"assignment": "extended"}])),
+    "[" * 100_000 + "]" * 100_000,
+])
+def test_a_malformed_metadata_file_leaves_lateness_unknown(tmp_path, data):
+    assert is_late(write_metadata(tmp_path, data)) is None
+
+
+def test_without_a_metadata_file_lateness_is_unknown(tmp_path):
+    assert is_late(tmp_path) is None
+    (tmp_path / METADATA).write_bytes(b"\xff\xfe not utf-8")
+    assert is_late(tmp_path) is None
+
+
+@pytest.mark.parametrize("data, late", [
+    (metadata("2024-03-02T00:00:01-08:00"), True),
+    (metadata("2024-03-01T12:00:00-08:00"), False),
+    ("{not json", None),
+])
+def test_the_graded_report_records_lateness_and_grading_goes_on_without_it(tmp_path, monkeypatch, data, late):
+    monkeypatch.setattr("grader.api.grade", lambda assignment, submission: sample_report())
+    hand_in(tmp_path / "submission", {"mha.py": ""})
+    write_metadata(tmp_path, data)
+    seen = []
+    monkeypatch.setattr("grader.export.gradescope.to_gradescope",
+                        lambda report, visibility: seen.append(report) or to_gradescope(report, visibility))
+    run(tmp_path, ASSIGNMENT_03)
+    results = json.loads((tmp_path / "results" / "results.json").read_text())
+    assert [report.late for report in seen] == [late] and results["score"] == 10.0
+    assert ("handed in after the due date" in results["output"]) is bool(late)
 
 
 # ---- which file is graded

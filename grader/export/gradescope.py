@@ -3,15 +3,16 @@
 The zip's ``run_autograder`` (:mod:`grader.export.gradescope_zip`) runs, in
 ``/autograder/source``::
 
-    python -m grader.export.gradescope --root /autograder --assignment assignments/03 \
-        --visibility visible --stdout-visibility hidden
+    python -m grader.export.gradescope --root /autograder --assignment assignments/03 --visibility visible
 
 which grades the file found in ``/autograder/submission`` and writes
 ``/autograder/results/results.json`` in Gradescope's format
 (https://gradescope-autograders.readthedocs.io/en/latest/specs/): one test per part.
 Whatever happens, a ``results.json`` is written: a missing submission or a crash of the
 grader becomes a score of 0 with a message saying so. Who sees the tests and the script's
-output, and from when, is the instructor's choice at export (:class:`Visibility`).
+output, and from when, is the instructor's choice at export (:class:`Visibility`); whether
+the submission is late, Gradescope's ``submission_metadata.json`` says
+(:mod:`grader.export.gradescope_metadata`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from pathlib import Path
 from grader.assignment import Assignment
 from grader.submissions import discover
 from grader.export.feedback import grader_failed, part_feedback, part_passed, part_score, summary
+from grader.export.gradescope_metadata import is_late
 from grader.report import GradeReport, write_json
 from grader.sanitize import each_string, for_terminal
 
@@ -108,7 +110,8 @@ def results_for(root: Path, assignment_dir: Path, visibility: Visibility = Visib
                                f" (handed in: {handed_in or 'nothing'}).", visibility)
     from grader.api import grade  # the engine: `grade export gradescope` builds the zip without it
 
-    return to_gradescope(grade(assignment, submission), visibility)
+    report = replace(grade(assignment, submission), late=is_late(root))
+    return to_gradescope(report, visibility)
 
 
 def run(root: Path, assignment_dir: Path, visibility: Visibility = Visibility()) -> None:
