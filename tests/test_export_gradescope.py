@@ -12,15 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from grader.assignment import Assignment
+from grader.assignment import Assignment, reference_dir
 from grader.cli import main
 from grader.export.gradescope import Visibility, find_submission, main as run_main, run, to_gradescope
 from grader.export.gradescope_metadata import METADATA, is_late
-from grader.export.gradescope_zip import GRADER_DIR, build_autograder, source_files
+from grader.export.gradescope_zip import GRADER_DIR, build_autograder, reference_files, source_files
 from grader.report import GradeReport, PartResult, Status
 from grader.report import TestResult as Result  # not Test*: pytest would try to collect it
 from reference import as_submission
-from tests.conftest import ASSIGNMENT_03, notebook_text
+from tests.conftest import ASSIGNMENT_03, ASSIGNMENTS, notebook_text
 
 HINT = "scores scaled by sqrt(d_model) instead of sqrt(d_k), the head dimension"
 
@@ -260,6 +260,68 @@ def test_zip_holds_the_scripts_at_its_root_and_the_source_to_grade(autograder_zi
     assert not [name for name in modes if "__pycache__" in name or name.endswith(".pyc")]
     # Nothing of the package left behind (a new module or sub-package is picked up, not listed).
     assert {f"grader/{path.relative_to(GRADER_DIR).as_posix()}" for path in source_files(GRADER_DIR)} <= set(modes)
+
+
+def test_zip_holds_only_the_assignments_hidden_suite_and_the_reference_modules_it_imports(autograder_zip):
+    with zipfile.ZipFile(autograder_zip) as archive:
+        names = set(archive.namelist())
+    reference = {name for name in names if name.startswith("reference/")}
+    suite = reference_dir() / "hidden" / "a03"
+    assert {f"reference/hidden/a03/{path.relative_to(suite).as_posix()}" for path in source_files(suite)} <= reference
+    assert {name.split("/")[2] for name in reference if name.startswith("reference/hidden/a")} == {"a03"}
+    # 03's reference (suite.toml) and what it imports, the packages and the suites' pytest configuration.
+    assert {name for name in reference if not name.startswith("reference/hidden/a")} == {
+        "reference/__init__.py", "reference/attention.py", "reference/multihead.py",
+        "reference/hidden/__init__.py", "reference/hidden/pytest.ini"}
+
+
+def test_the_reference_modules_bundled_are_those_the_suite_imports_transitively():
+    def bundled(assignment_id: str) -> set[str]:
+        """What the zip holds of the reference package, but the assignment's own suite."""
+        return {path.relative_to(reference_dir()).as_posix() for path in
+                reference_files(Assignment.load(ASSIGNMENTS / assignment_id))} - {
+            f"hidden/a{assignment_id}/{path.relative_to(suite).as_posix()}"
+            for suite in [reference_dir() / "hidden" / f"a{assignment_id}"] for path in source_files(suite)}
+
+    shared = {"__init__.py", "hidden/__init__.py", "hidden/pytest.ini"}
+    # 05's layers import masks, multihead and positions; masks and multihead import attention.
+    assert bundled("05") == shared | {"layers.py", "masks.py", "multihead.py", "positions.py", "attention.py"}
+    assert bundled("07") == shared | {"gpt.py"}
+    # 02's variants build on 01's: that module of 01's suite (with its package), none of its tests.
+    assert bundled("02") == shared | {"masks.py", "attention.py", "hidden/a01/__init__.py", "hidden/a01/variants.py"}
+
+
+def test_each_assignments_bundled_reference_imports_on_its_own(tmp_path):
+    # Every module of the suite, as the grader preloads them, and the reference suite.toml names,
+    # imported from a tree holding the bundled files only: one missing fails to import, or is
+    # found elsewhere (this checkout's editable install) and named.
+    trees = {}
+    for spec in sorted(ASSIGNMENTS.glob("*/assignment.toml")):
+        assignment = Assignment.load(spec.parent)
+        root = tmp_path / assignment.id
+        for path in reference_files(assignment):
+            (root / path.relative_to(reference_dir().parent)).parent.mkdir(parents=True, exist_ok=True)
+            (root / path.relative_to(reference_dir().parent)).write_bytes(path.read_bytes())
+        package = f"reference.hidden.a{assignment.id}"
+        trees[str(root)] = [assignment.reference_module, package,
+                            *(f"{package}.{path.stem}" for path in sorted(assignment.hidden_suite.glob("*.py"))
+                              if path.stem != "__init__")]
+    assert len(trees) >= 7
+    script = """
+import importlib, json, sys
+for root, modules in json.loads(sys.argv[1]).items():
+    sys.path.insert(0, root)
+    for name in modules:
+        importlib.import_module(name)
+    loaded = [name for name in sys.modules if name.split(".")[0] == "reference"]
+    assert all(sys.modules[name].__file__.startswith(root) for name in loaded), (root, loaded)
+    sys.path.remove(root)
+    for name in loaded:
+        del sys.modules[name]
+"""
+    done = subprocess.run([sys.executable, "-c", script, json.dumps(trees)], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
 
 
 def test_zip_is_the_same_when_built_again(autograder_zip, tmp_path):
