@@ -340,6 +340,32 @@ def test_scripts_are_valid_bash_and_setup_installs_the_cpu_torch_and_the_source(
     assert 'pip" install -e "$source_dir"' in setup
 
 
+def test_setup_updates_the_package_lists_before_it_installs_python(autograder_zip, tmp_path):
+    # setup.sh run against stubs that log their calls: an image whose Pythons cannot make a venv.
+    with zipfile.ZipFile(autograder_zip) as archive:
+        archive.extractall(tmp_path / "source", members=["setup.sh"])
+    stubs, log = tmp_path / "stubs", tmp_path / "calls.log"
+    stubs.mkdir()
+    stub = {
+        "apt-get": f'echo "apt-get $* (DEBIAN_FRONTEND=$DEBIAN_FRONTEND)" >> {log}',
+        "pip-stub": f'echo "pip $*" >> {log}',
+        # No ensurepip; `-m venv DIR` makes a venv whose pip logs what it would install.
+        "python3.11": f'[ "$1" = -m ] || exit 1\nmkdir -p "$3/bin" && cp {stubs / "pip-stub"} "$3/bin/pip"',
+        "python3.12": "exit 1",
+        "python3.13": "exit 1",
+    }
+    for name, body in stub.items():
+        (stubs / name).write_text(f"#!/bin/sh\n{body}\n")
+        (stubs / name).chmod(0o755)
+    env = {"PATH": f"{stubs}:/usr/bin:/bin", "AUTOGRADER_ROOT": str(tmp_path)}
+    done = subprocess.run(["bash", str(tmp_path / "source" / "setup.sh")], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    calls = log.read_text().splitlines()
+    assert calls[:2] == ["apt-get update (DEBIAN_FRONTEND=noninteractive)",
+                         "apt-get install -y python3.11 python3.11-venv (DEBIAN_FRONTEND=noninteractive)"]
+    assert calls[-1] == f"pip install -e {tmp_path / 'source'}"
+
+
 def test_bundled_source_is_an_installable_project(autograder_zip, tmp_path):
     # What setup.sh's `pip install -e` does first, offline: read pyproject.toml and find the packages.
     with zipfile.ZipFile(autograder_zip) as archive:

@@ -46,7 +46,10 @@ for candidate in python3.13 python3.12 python3.11; do
     fi
 done
 if [ -z "$python" ]; then
-    DEBIAN_FRONTEND=noninteractive apt-get install -y python3.11 python3.11-venv
+    # The image's package lists may be stale or absent: without them the install finds nothing.
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update
+    apt-get install -y python3.11 python3.11-venv
     python=python3.11
 fi
 
