@@ -80,7 +80,7 @@ def _results(score: float, output: str, tests: list[dict], duration_s: float, vi
         # Plain text: messages quote the student's code and values, which must not render as markup.
         "output_format": "text",
         "test_output_format": "text",
-        "visibility": visibility.tests,  # the default of tests that name none: all name it
+        "visibility": visibility.tests,  # the default for tests that name none (each here names its own)
         "stdout_visibility": visibility.stdout,
         "tests": tests,
     }, for_terminal)

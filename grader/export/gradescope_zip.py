@@ -4,7 +4,7 @@ At the zip's root: ``setup.sh`` (run once, as root, when the image is built),
 ``run_autograder`` (run for every submission; it starts :mod:`grader.export.gradescope`) and
 the source needed to grade: the ``grader`` package; of the ``reference`` package, what grading
 this assignment needs (:func:`reference_files`: its hidden suite and the reference modules
-that imports; the zip is for instructors only); the assignment's folder under
+it imports; the zip is for instructors only); the assignment's folder under
 ``assignments/``; and ``pyproject.toml`` and ``README.md``, which installing the source reads.
 """
 
