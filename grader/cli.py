@@ -8,6 +8,7 @@
     grade report results/ [--html FILE]            # a class's plots and statistics from a batch's results
     grade feedback results/                        # each student's feedback page (batch writes them too)
     grade export gradescope|classroom assignments/03 [--out FILE]  # the grader on Gradescope / GitHub Classroom
+    grade export gradescope assignments/03 --visibility after_due_date  # tests shown once the due date has passed
     grade new-assignment 07 --module gpt [--title T]  # the skeleton of a new assignment, every file in its home
 
 Exit status: 0 when grading ran, whatever the score; 1 when the grader failed; 2 for bad
@@ -305,6 +306,7 @@ def _feedback(args: argparse.Namespace, console: Console) -> int:
 
 def _export_parser() -> argparse.ArgumentParser:
     from grader.export.classroom_workflow import DEFAULT_GRADER_SOURCE, DEFAULT_OUT
+    from grader.export.gradescope import add_visibility_options
 
     parser = argparse.ArgumentParser(prog="grade export", description="Package the grader for a course platform.")
     platforms = parser.add_subparsers(dest="platform", required=True)
@@ -312,6 +314,7 @@ def _export_parser() -> argparse.ArgumentParser:
                                       help="a Gradescope autograder zip (setup.sh, run_autograder, the grader)")
     gradescope.add_argument("assignment", type=Path, help="the assignment directory, e.g. assignments/03")
     gradescope.add_argument("--out", type=Path, default=Path("autograder.zip"), help="default: autograder.zip")
+    add_visibility_options(gradescope)
     classroom = platforms.add_parser("classroom", help="a GitHub Classroom autograding workflow")
     classroom.add_argument("assignment", type=Path,
                            help="the assignment directory: a relative path, the same in the students' repositories")
@@ -326,11 +329,12 @@ def _export(args: argparse.Namespace, console: Console) -> int:
     from grader.assignment import AssignmentError
     from grader.export import ExportError
     from grader.export.classroom_workflow import write_workflow
+    from grader.export.gradescope import visibility_from
     from grader.export.gradescope_zip import build_autograder
 
     try:
         if args.platform == "gradescope":
-            build_autograder(args.assignment, args.out)
+            build_autograder(args.assignment, args.out, visibility_from(args))
         else:
             write_workflow(args.assignment, args.out, args.grader_source)
     except (AssignmentError, ExportError) as exc:

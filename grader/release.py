@@ -13,7 +13,6 @@ locates it) stops the release, so a hidden suite or the reference never reaches 
 
 from __future__ import annotations
 
-import ast
 import json
 import re
 import shutil
@@ -24,6 +23,7 @@ from grader.archive import REGULAR, write_zip
 from grader.assignment import REFERENCE_LOCATORS, Assignment
 from grader.export import TORCH_CPU_INDEX, TORCH_VERSION
 from grader.handout import notebook_is_current
+from grader.imports import imported_names, module_files
 from grader.sandbox.limits import Limits
 
 GRADER_DIR = Path(__file__).resolve().parent
@@ -109,46 +109,17 @@ def student_modules(package_dir: Path = GRADER_DIR) -> list[Path]:
     found: set[Path] = set()
     pending = list(STUDENT_API)
     while pending:
-        for path in _module_files(package_dir, pending.pop()):
+        for path in module_files(package_dir, pending.pop()):
             if path in found:
                 continue
             found.add(path)
-            imported = _imported_names(ast.parse(path.read_text(encoding="utf-8"), str(path)))
+            imported = imported_names(path)
             leaks = sorted(name for name in imported if _locates_reference(name, package))
             if leaks:
                 raise ReleaseError(f"{path} imports {', '.join(leaks)}: the student's grader must not hold the "
                                    f"reference; keep that import out of what {', '.join(STUDENT_API)} import")
             pending += [name for name in imported if name.split(".")[0] == package]
     return sorted(found)
-
-
-def _module_files(package_dir: Path, dotted: str) -> list[Path]:
-    """The files importing ``dotted`` runs: each sub-package's ``__init__.py``, then the module.
-    Nothing for the top package, or for a name that is not a module (``grader.api.grade``)."""
-    files = []
-    directory = package_dir
-    for part in dotted.split(".")[1:]:
-        if (directory / part / "__init__.py").is_file():
-            directory = directory / part
-            files.append(directory / "__init__.py")
-            continue
-        if (directory / f"{part}.py").is_file():
-            files.append(directory / f"{part}.py")
-        break
-    return files
-
-
-def _imported_names(tree: ast.Module) -> set[str]:
-    """Every dotted name an import statement anywhere in ``tree`` binds or loads:
-    ``from a.b import c`` gives ``a.b`` and ``a.b.c`` (c may be a module or a name)."""
-    names = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            names.add(node.module)
-            names.update(f"{node.module}.{alias.name}" for alias in node.names)
-    return names
 
 
 def _locates_reference(name: str, package: str) -> bool:

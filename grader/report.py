@@ -1,4 +1,4 @@
-"""The grade report: plain data with a versioned JSON form (``schema/report.v3.json``).
+"""The grade report: plain data with a versioned JSON form (``schema/report.v4.json``).
 
 The terminal table, CSV and exports are views of this; nothing here formats for people.
 """
@@ -15,7 +15,7 @@ from typing import Any
 
 from grader.sanitize import clean, each_string
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 class Status:
@@ -86,6 +86,8 @@ class GradeReport:
     sandbox: list[str] = field(default_factory=list)  # isolation layers that were active
     submission_sha256: str = ""  # of the file's bytes; batch grading skips unchanged files
     flags: list[Flag] = field(default_factory=list)  # evasive-looking source, see grader.flags
+    # Handed in after its due date, as the course platform says; None: not known (no platform said).
+    late: bool | None = None
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict:
@@ -133,6 +135,8 @@ def upgraded(data: dict) -> dict:
         # Version 3 added each part's hints; version 2 kept only the headline.
         data.update(schema_version=3, parts=[{**part, "hints": [part["hint"]] * bool(part["hint"])}
                                              for part in data["parts"]])
+    if data["schema_version"] == 3:
+        data.update(schema_version=4, late=None)  # version 4 added late; version 3 never read the due date
     return data
 
 

@@ -7,18 +7,20 @@ import json
 import subprocess
 import sys
 import zipfile
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from grader.assignment import Assignment
+from grader.assignment import Assignment, reference_dir
 from grader.cli import main
-from grader.export.gradescope import find_submission, run, to_gradescope
-from grader.export.gradescope_zip import GRADER_DIR, build_autograder, source_files
+from grader.export.gradescope import Visibility, find_submission, main as run_main, run, to_gradescope
+from grader.export.gradescope_metadata import METADATA, is_late
+from grader.export.gradescope_zip import GRADER_DIR, build_autograder, reference_files, source_files
 from grader.report import GradeReport, PartResult, Status
 from grader.report import TestResult as Result  # not Test*: pytest would try to collect it
 from reference import as_submission
-from tests.conftest import ASSIGNMENT_03, notebook_text
+from tests.conftest import ASSIGNMENT_03, ASSIGNMENTS, notebook_text
 
 HINT = "scores scaled by sqrt(d_model) instead of sqrt(d_k), the head dimension"
 
@@ -48,6 +50,21 @@ def test_graded_report_scores_each_part_and_the_total_adds_up():
     assert results["output_format"] == results["test_output_format"] == "text" and results["visibility"] == "visible"
 
 
+def test_the_chosen_visibility_applies_to_every_test_and_to_the_output():
+    results = to_gradescope(sample_report(), Visibility(tests="after_due_date", stdout="after_published"))
+    assert results["visibility"] == "after_due_date" and results["stdout_visibility"] == "after_published"
+    assert [test["visibility"] for test in results["tests"]] == ["after_due_date"] * 2
+    defaults = to_gradescope(sample_report())
+    assert defaults["visibility"] == "visible" and defaults["stdout_visibility"] == "hidden"
+
+
+def test_a_visibility_gradescope_does_not_know_is_refused():
+    with pytest.raises(ValueError, match="'public' is not one of hidden, after_due_date"):
+        Visibility(tests="public")
+    with pytest.raises(ValueError, match="stdout visibility"):
+        Visibility(stdout="Hidden")
+
+
 def test_a_failing_part_shows_its_hint_and_failing_checks_only():
     passing, failing = to_gradescope(sample_report())["tests"]
     assert passing["output"] == ""
@@ -68,6 +85,103 @@ def test_a_report_that_is_not_graded_scores_zero_and_says_why(status, error, say
     assert [test["max_score"] for test in results["tests"]] == [7.0, 14.0]
     assert error in results["output"] and says in results["output"]
     assert all(error in test["output"] for test in results["tests"])
+
+
+def test_a_late_submission_says_so_in_one_line_of_the_summary():
+    late = to_gradescope(replace(sample_report(), late=True))["output"]
+    assert [line for line in late.splitlines() if "late" in line.lower()] == [
+        "Late: this submission was handed in after the due date."]
+    for not_late in (False, None):
+        assert "late" not in to_gradescope(replace(sample_report(), late=not_late))["output"].lower()
+
+
+# ---- late or not, from submission_metadata.json
+
+DUE = "2024-03-01T23:59:00.000000-08:00"
+
+
+def metadata(created_at: str, due_date: str | None = DUE, users: list | None = None) -> dict:
+    """submission_metadata.json as Gradescope documents it (fields this grader ignores left out)."""
+    return {"id": 123456, "created_at": created_at,
+            "assignment": {"due_date": due_date, "late_due_date": None, "title": "Multi-head attention"},
+            "users": users if users is not None else [{"email": "ada@example.com", "id": 1, "name": "Ada"}],
+            "previous_submissions": []}
+
+
+def write_metadata(root: Path, data: object) -> Path:
+    (root / METADATA).write_text(data if isinstance(data, str) else json.dumps(data))
+    return root
+
+
+@pytest.mark.parametrize("created_at, late", [
+    ("2024-03-01T23:58:59.999999-08:00", False),
+    ("2024-03-01T23:59:00-08:00", False),  # at the due date: on time
+    ("2024-03-02T00:00:01-08:00", True),
+    # Instants compared, not clock readings: 08:30 in Berlin is 23:30 the day before in California,
+    # and 23:30 in Alaska is 00:30 the next day there.
+    ("2024-03-02T08:30:00+01:00", False),
+    ("2024-03-01T23:30:00-09:00", True),
+    ("2024-03-02T08:00:00Z", True),
+])
+def test_late_means_handed_in_after_the_due_date(tmp_path, created_at, late):
+    assert is_late(write_metadata(tmp_path, metadata(created_at))) is late
+
+
+def user(name: str, due_date: str | None = None) -> dict:
+    """A submitter as Gradescope's files give them: with their own dates (an extension moves them)."""
+    dates = {"assignment": {"due_date": due_date, "late_due_date": None}} if due_date else {}
+    return {"email": f"{name}@example.com", "id": len(name), "name": name, **dates}
+
+
+def test_a_submitters_extension_moves_the_due_date(tmp_path):
+    a_day_late = "2024-03-02T22:00:00-08:00"
+    extended = "2024-03-03T23:59:00-08:00"
+    assert is_late(write_metadata(tmp_path, metadata(a_day_late, users=[user("ada", DUE)]))) is True
+    assert is_late(write_metadata(tmp_path, metadata(a_day_late, users=[user("ada", extended)]))) is False
+    # A group: late only when late for every member; a member without dates of their own has the assignment's.
+    assert is_late(write_metadata(tmp_path, metadata(a_day_late, users=[user("ada"), user("bob", extended)]))) is False
+    assert is_late(write_metadata(tmp_path, metadata(a_day_late, users=[user("ada"), user("bob")]))) is True
+
+
+@pytest.mark.parametrize("data", [
+    "{not json",
+    "[]",
+    "null",
+    json.dumps({"created_at": "2024-03-02T00:00:01-08:00"}),  # no assignment
+    json.dumps(metadata("2024-03-02T00:00:01-08:00", due_date=None)),
+    json.dumps(metadata("yesterday")),
+    json.dumps(metadata("2024-03-02T00:00:01")),  # no offset: a local time of somewhere unknown
+    json.dumps(metadata(1709366401)),
+    json.dumps(metadata("2024-03-02T00:00:01-08:00", users=["ada@example.com"])),
+    json.dumps(metadata("2024-03-02T00:00:01-08:00", users=[{"assignment": "extended"}])),
+    "[" * 100_000 + "]" * 100_000,
+])
+def test_a_malformed_metadata_file_leaves_lateness_unknown(tmp_path, data):
+    assert is_late(write_metadata(tmp_path, data)) is None
+
+
+def test_without_a_metadata_file_lateness_is_unknown(tmp_path):
+    assert is_late(tmp_path) is None
+    (tmp_path / METADATA).write_bytes(b"\xff\xfe not utf-8")
+    assert is_late(tmp_path) is None
+
+
+@pytest.mark.parametrize("data, late", [
+    (metadata("2024-03-02T00:00:01-08:00"), True),
+    (metadata("2024-03-01T12:00:00-08:00"), False),
+    ("{not json", None),
+])
+def test_the_graded_report_records_lateness_and_grading_goes_on_without_it(tmp_path, monkeypatch, data, late):
+    monkeypatch.setattr("grader.api.grade", lambda assignment, submission: sample_report())
+    hand_in(tmp_path / "submission", {"mha.py": ""})
+    write_metadata(tmp_path, data)
+    seen = []
+    monkeypatch.setattr("grader.export.gradescope.to_gradescope",
+                        lambda report, visibility: seen.append(report) or to_gradescope(report, visibility))
+    run(tmp_path, ASSIGNMENT_03)
+    results = json.loads((tmp_path / "results" / "results.json").read_text())
+    assert [report.late for report in seen] == [late] and results["score"] == 10.0
+    assert ("handed in after the due date" in results["output"]) is bool(late)
 
 
 # ---- which file is graded
@@ -148,6 +262,68 @@ def test_zip_holds_the_scripts_at_its_root_and_the_source_to_grade(autograder_zi
     assert {f"grader/{path.relative_to(GRADER_DIR).as_posix()}" for path in source_files(GRADER_DIR)} <= set(modes)
 
 
+def test_zip_holds_only_the_assignments_hidden_suite_and_the_reference_modules_it_imports(autograder_zip):
+    with zipfile.ZipFile(autograder_zip) as archive:
+        names = set(archive.namelist())
+    reference = {name for name in names if name.startswith("reference/")}
+    suite = reference_dir() / "hidden" / "a03"
+    assert {f"reference/hidden/a03/{path.relative_to(suite).as_posix()}" for path in source_files(suite)} <= reference
+    assert {name.split("/")[2] for name in reference if name.startswith("reference/hidden/a")} == {"a03"}
+    # 03's reference (suite.toml) and what it imports, the packages and the suites' pytest configuration.
+    assert {name for name in reference if not name.startswith("reference/hidden/a")} == {
+        "reference/__init__.py", "reference/attention.py", "reference/multihead.py",
+        "reference/hidden/__init__.py", "reference/hidden/pytest.ini"}
+
+
+def test_the_reference_modules_bundled_are_those_the_suite_imports_transitively():
+    def bundled(assignment_id: str) -> set[str]:
+        """What the zip holds of the reference package, but the assignment's own suite."""
+        return {path.relative_to(reference_dir()).as_posix() for path in
+                reference_files(Assignment.load(ASSIGNMENTS / assignment_id))} - {
+            f"hidden/a{assignment_id}/{path.relative_to(suite).as_posix()}"
+            for suite in [reference_dir() / "hidden" / f"a{assignment_id}"] for path in source_files(suite)}
+
+    shared = {"__init__.py", "hidden/__init__.py", "hidden/pytest.ini"}
+    # 05's layers import masks, multihead and positions; masks and multihead import attention.
+    assert bundled("05") == shared | {"layers.py", "masks.py", "multihead.py", "positions.py", "attention.py"}
+    assert bundled("07") == shared | {"gpt.py"}
+    # 02's variants build on 01's: that module of 01's suite (with its package), none of its tests.
+    assert bundled("02") == shared | {"masks.py", "attention.py", "hidden/a01/__init__.py", "hidden/a01/variants.py"}
+
+
+def test_each_assignments_bundled_reference_imports_on_its_own(tmp_path):
+    # Every module of the suite, as the grader preloads them, and the reference suite.toml names,
+    # imported from a tree holding the bundled files only: one missing fails to import, or is
+    # found elsewhere (this checkout's editable install) and named.
+    trees = {}
+    for spec in sorted(ASSIGNMENTS.glob("*/assignment.toml")):
+        assignment = Assignment.load(spec.parent)
+        root = tmp_path / assignment.id
+        for path in reference_files(assignment):
+            (root / path.relative_to(reference_dir().parent)).parent.mkdir(parents=True, exist_ok=True)
+            (root / path.relative_to(reference_dir().parent)).write_bytes(path.read_bytes())
+        package = f"reference.hidden.a{assignment.id}"
+        trees[str(root)] = [assignment.reference_module, package,
+                            *(f"{package}.{path.stem}" for path in sorted(assignment.hidden_suite.glob("*.py"))
+                              if path.stem != "__init__")]
+    assert len(trees) >= 7
+    script = """
+import importlib, json, sys
+for root, modules in json.loads(sys.argv[1]).items():
+    sys.path.insert(0, root)
+    for name in modules:
+        importlib.import_module(name)
+    loaded = [name for name in sys.modules if name.split(".")[0] == "reference"]
+    assert all(sys.modules[name].__file__.startswith(root) for name in loaded), (root, loaded)
+    sys.path.remove(root)
+    for name in loaded:
+        del sys.modules[name]
+"""
+    done = subprocess.run([sys.executable, "-c", script, json.dumps(trees)], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
 def test_zip_is_the_same_when_built_again(autograder_zip, tmp_path):
     build_autograder(ASSIGNMENT_03, tmp_path / "again.zip")
     assert (tmp_path / "again.zip").read_bytes() == autograder_zip.read_bytes()
@@ -162,6 +338,32 @@ def test_scripts_are_valid_bash_and_setup_installs_the_cpu_torch_and_the_source(
     setup = (tmp_path / "setup.sh").read_text()
     assert "torch==2.13.0" in setup and "--index-url https://download.pytorch.org/whl/cpu" in setup
     assert 'pip" install -e "$source_dir"' in setup
+
+
+def test_setup_updates_the_package_lists_before_it_installs_python(autograder_zip, tmp_path):
+    # setup.sh run against stubs that log their calls: an image whose Pythons cannot make a venv.
+    with zipfile.ZipFile(autograder_zip) as archive:
+        archive.extractall(tmp_path / "source", members=["setup.sh"])
+    stubs, log = tmp_path / "stubs", tmp_path / "calls.log"
+    stubs.mkdir()
+    stub = {
+        "apt-get": f'echo "apt-get $* (DEBIAN_FRONTEND=$DEBIAN_FRONTEND)" >> {log}',
+        "pip-stub": f'echo "pip $*" >> {log}',
+        # No ensurepip; `-m venv DIR` makes a venv whose pip logs what it would install.
+        "python3.11": f'[ "$1" = -m ] || exit 1\nmkdir -p "$3/bin" && cp {stubs / "pip-stub"} "$3/bin/pip"',
+        "python3.12": "exit 1",
+        "python3.13": "exit 1",
+    }
+    for name, body in stub.items():
+        (stubs / name).write_text(f"#!/bin/sh\n{body}\n")
+        (stubs / name).chmod(0o755)
+    env = {"PATH": f"{stubs}:/usr/bin:/bin", "AUTOGRADER_ROOT": str(tmp_path)}
+    done = subprocess.run(["bash", str(tmp_path / "source" / "setup.sh")], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    calls = log.read_text().splitlines()
+    assert calls[:2] == ["apt-get update (DEBIAN_FRONTEND=noninteractive)",
+                         "apt-get install -y python3.11 python3.11-venv (DEBIAN_FRONTEND=noninteractive)"]
+    assert calls[-1] == f"pip install -e {tmp_path / 'source'}"
 
 
 def test_bundled_source_is_an_installable_project(autograder_zip, tmp_path):
@@ -182,25 +384,43 @@ def test_unknown_assignment_is_a_usage_error(tmp_path):
     assert not (tmp_path / "a.zip").exists()
 
 
+@pytest.mark.parametrize("flag", ["--visibility", "--stdout-visibility"])
+def test_an_unknown_visibility_is_a_usage_error_that_names_the_choices(tmp_path, capsys, flag):
+    with pytest.raises(SystemExit) as exited:
+        main(["export", "gradescope", str(ASSIGNMENT_03), "--out", str(tmp_path / "a.zip"), flag, "public"])
+    assert exited.value.code == 2
+    error = capsys.readouterr().err
+    assert "invalid choice: 'public'" in error and "after_published" in error and "Traceback" not in error
+    assert not (tmp_path / "a.zip").exists()
+    with pytest.raises(SystemExit) as exited:  # run_autograder's side refuses it the same way
+        run_main(["--root", str(tmp_path), "--assignment", str(ASSIGNMENT_03), flag, "public"])
+    assert exited.value.code == 2 and "invalid choice: 'public'" in capsys.readouterr().err
+
+
 # ---- run_autograder, as Gradescope runs it
+
+
+def unpacked(autograder_zip: Path, root: Path):
+    """run(files handed in) -> results.json, from the zip extracted into a fake /autograder at ``root``."""
+    with zipfile.ZipFile(autograder_zip) as archive:
+        archive.extractall(root / "source")
+    (root / "source" / "run_autograder").chmod(0o755)  # zipfile does not restore modes
+
+    def run_autograder(files: dict[str, str], python: str = sys.executable) -> dict:
+        hand_in(root / "submission", files)
+        (root / "results" / "results.json").unlink(missing_ok=True)  # each run on Gradescope starts without one
+        env = {"PATH": "/usr/bin:/bin", "AUTOGRADER_ROOT": str(root), "GRADER_PYTHON": python}
+        done = subprocess.run([str(root / "source" / "run_autograder")], env=env, capture_output=True,
+                              text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        return json.loads((root / "results" / "results.json").read_text())
+
+    return run_autograder
 
 
 @pytest.fixture
 def autograder(autograder_zip, tmp_path):
-    """run(files handed in) -> results.json, from the zip extracted into a fake /autograder."""
-    with zipfile.ZipFile(autograder_zip) as archive:
-        archive.extractall(tmp_path / "source")
-    (tmp_path / "source" / "run_autograder").chmod(0o755)  # zipfile does not restore modes
-
-    def run_autograder(files: dict[str, str], python: str = sys.executable) -> dict:
-        hand_in(tmp_path / "submission", files)
-        env = {"PATH": "/usr/bin:/bin", "AUTOGRADER_ROOT": str(tmp_path), "GRADER_PYTHON": python}
-        done = subprocess.run([str(tmp_path / "source" / "run_autograder")], env=env, capture_output=True,
-                              text=True, timeout=300)
-        assert done.returncode == 0, done.stderr
-        return json.loads((tmp_path / "results" / "results.json").read_text())
-
-    return run_autograder
+    return unpacked(autograder_zip, tmp_path)
 
 
 @pytest.mark.slow
@@ -233,3 +453,15 @@ def test_missing_submission_scores_zero_and_says_what_to_upload(autograder):
 def test_when_python_cannot_start_run_autograder_still_writes_results(autograder):
     results = autograder({"mha.py": ""}, python="/nonexistent/python")
     assert results["score"] == 0 and "not your fault" in results["output"]
+
+
+def test_the_visibility_chosen_at_export_reaches_results_json(tmp_path):
+    out = tmp_path / "autograder.zip"
+    assert main(["export", "gradescope", str(ASSIGNMENT_03), "--out", str(out),
+                 "--visibility", "after_published", "--stdout-visibility", "after_due_date"]) == 0
+    autograder = unpacked(out, tmp_path)
+    # No submission: graded without the engine, quick; the same results.json fields as a graded one.
+    graded = autograder({"notes.txt": "I could not finish"})
+    cannot_start = autograder({}, python="/nonexistent/python")
+    for results in (graded, cannot_start):
+        assert results["visibility"] == "after_published" and results["stdout_visibility"] == "after_due_date"

@@ -1,6 +1,6 @@
 """The report's JSON form across schema versions: version 2 adds ``flags``, version 3 each
-part's ``hints``; older reports still read (upgraded: no flags, the headline as the only
-hint), and one from a newer grader is refused."""
+part's ``hints``, version 4 ``late``; older reports still read (upgraded: no flags, the
+headline as the only hint, lateness not known), and one from a newer grader is refused."""
 
 from __future__ import annotations
 
@@ -25,10 +25,16 @@ def report(**changes) -> GradeReport:
     return GradeReport(**{**fields, **changes})
 
 
+def version_3(data: dict) -> dict:
+    """``data`` as a version-3 grader wrote it."""
+    return {**{key: value for key, value in data.items() if key != "late"}, "schema_version": 3}
+
+
 def version_2(data: dict) -> dict:
     """``data`` as a version-2 grader wrote it."""
-    return {**data, "schema_version": 2, "parts": [{key: value for key, value in part.items() if key != "hints"}
-                                                   for part in data["parts"]]}
+    old = version_3(data)
+    return {**old, "schema_version": 2, "parts": [{key: value for key, value in part.items() if key != "hints"}
+                                                  for part in old["parts"]]}
 
 
 def version_1(data: dict) -> dict:
@@ -46,7 +52,7 @@ def test_a_report_with_flags_round_trips_and_is_valid():
     flagged = report(flags=[Flag("torch-internals", "attention.py line 2", "torch._C.DisableTorchFunction")])
     assert_valid(flagged)
     assert GradeReport.from_dict(json.loads(json.dumps(flagged.to_dict()))) == flagged
-    assert flagged.to_dict()["schema_version"] == SCHEMA_VERSION == 3
+    assert flagged.to_dict()["schema_version"] == SCHEMA_VERSION == 4
 
 
 def test_a_version_1_report_reads_as_the_current_version_with_no_flags():
@@ -67,6 +73,33 @@ def test_a_version_2_report_reads_with_its_headline_as_the_only_hint():
     assert [part.hints for part in upgraded.parts] == [["a hint"], []]
     assert upgraded == current
     assert_valid(upgraded)
+
+
+def test_a_version_3_report_reads_with_lateness_not_known():
+    old = version_3(report().to_dict())
+    jsonschema.validate(old, schema(3))  # what a version-3 grader wrote
+    upgraded = GradeReport.from_dict(old)
+    assert upgraded.schema_version == SCHEMA_VERSION and upgraded.late is None
+    assert upgraded == report()
+    assert_valid(upgraded)
+
+
+@pytest.mark.parametrize("late", [True, False, None])
+def test_lateness_round_trips_and_is_valid(late):
+    current = report(late=late)
+    assert_valid(current)
+    assert current.to_dict()["late"] is late
+    assert GradeReport.from_dict(json.loads(json.dumps(current.to_dict()))) == current
+
+
+def test_late_is_optional_and_a_boolean_or_null_in_the_schema():
+    data = report().to_dict()
+    del data["late"]
+    jsonschema.validate(data, load_schema())
+    assert GradeReport.from_dict(data).late is None
+    for wrong in ("yes", 1, "true"):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate({**report().to_dict(), "late": wrong}, load_schema())
 
 
 def test_a_part_with_two_hints_round_trips_and_the_schema_bounds_them():

@@ -28,13 +28,16 @@ def grader_failed(detail: str) -> str:
 
 
 def summary(report: GradeReport) -> str:
-    """The score, or why there is none, and what happened while loading the submission."""
+    """The score, or why there is none, whether the submission is late (when known), and what
+    happened while loading it."""
     if report.status == Status.UNGRADABLE:
         lines = [f"Your submission could not be graded: {report.error}"]
     elif report.status == Status.GRADER_ERROR:
         lines = [grader_failed(report.error or "unknown error")]
     else:
         lines = [f"Score: {report.score:g} / {report.max_score:g}"]
+    if report.late:
+        lines.append("Late: this submission was handed in after the due date.")
     lines += [f"Note: {note}" for note in report.notes]
     return "\n".join(lines)
 

@@ -2,9 +2,10 @@
 
 At the zip's root: ``setup.sh`` (run once, as root, when the image is built),
 ``run_autograder`` (run for every submission; it starts :mod:`grader.export.gradescope`) and
-the source needed to grade: the ``grader`` and ``reference`` packages (hidden suites
-included: the zip is for instructors only), the assignment's folder under ``assignments/``,
-and ``pyproject.toml`` and ``README.md``, which installing the source reads.
+the source needed to grade: the ``grader`` package; of the ``reference`` package, what grading
+this assignment needs (:func:`reference_files`: its hidden suite and the reference modules
+it imports; the zip is for instructors only); the assignment's folder under
+``assignments/``; and ``pyproject.toml`` and ``README.md``, which installing the source reads.
 """
 
 from __future__ import annotations
@@ -18,10 +19,14 @@ from grader.archive import EXECUTABLE, REGULAR, write_zip
 from grader.assignment import Assignment, reference_dir
 from grader.export import TORCH_CPU_INDEX, TORCH_VERSION, ExportError
 from grader.export.feedback import grader_failed
-from grader.export.gradescope import RESULTS, failure_results
+from grader.export.gradescope import RESULTS, Visibility, failure_results
+from grader.imports import imported_names, module_files
 
 GRADER_DIR = Path(__file__).resolve().parents[1]
 PROJECT_FILES = ("pyproject.toml", "README.md")
+# The reference package's files every hidden suite runs with: the packages' own, and the
+# pytest configuration the grader runs suites under (grader.runner).
+REFERENCE_SHARED = ("__init__.py", "hidden/__init__.py", "hidden/pytest.ini")
 
 
 def setup_script() -> str:
@@ -41,7 +46,10 @@ for candidate in python3.13 python3.12 python3.11; do
     fi
 done
 if [ -z "$python" ]; then
-    DEBIAN_FRONTEND=noninteractive apt-get install -y python3.11 python3.11-venv
+    # The image's package lists may be stale or absent: without them the install finds nothing.
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update
+    apt-get install -y python3.11 python3.11-venv
     python=python3.11
 fi
 
@@ -54,15 +62,19 @@ fi
 """
 
 
-def run_autograder_script(assignment: str) -> str:
-    """The per-submission script; the grading itself is :func:`grader.export.gradescope.run`."""
-    cannot_start = json.dumps(failure_results(grader_failed("it did not start (see the autograder's output)")))
+def run_autograder_script(assignment: str, visibility: Visibility = Visibility()) -> str:
+    """The per-submission script; the grading itself is :func:`grader.export.gradescope.run`.
+    The visibility chosen at export travels in it, as arguments."""
+    cannot_start = json.dumps(failure_results(grader_failed("it did not start (see the autograder's output)"),
+                                              visibility))
+    arguments = shlex.join(["--assignment", assignment, "--visibility", visibility.tests,
+                            "--stdout-visibility", visibility.stdout])
     return f"""#!/usr/bin/env bash
 # Gradescope runs this for every submission. AUTOGRADER_ROOT and GRADER_PYTHON let the
 # project's tests run it outside Gradescope.
 root="${{AUTOGRADER_ROOT:-/autograder}}"
 python="${{GRADER_PYTHON:-$root/venv/bin/python}}"
-(cd "$root/source" && "$python" -m grader.export.gradescope --root "$root" --assignment {shlex.quote(assignment)})
+(cd "$root/source" && "$python" -m grader.export.gradescope --root "$root" {arguments})
 # If Python itself could not run, students would see no explanation at all.
 if [ ! -s "$root/{RESULTS}" ]; then
     mkdir -p "$(dirname "$root/{RESULTS}")"
@@ -82,8 +94,28 @@ def source_files(directory: Path) -> Iterator[Path]:
             yield path
 
 
-def build_autograder(assignment_dir: str | Path, out: Path) -> None:
-    """Write the autograder zip for the assignment to ``out``."""
+def reference_files(assignment: Assignment) -> list[Path]:
+    """The files of the reference package that grading ``assignment`` needs: the shared ones,
+    its hidden suite, and the reference modules that the suite names (suite.toml) or imports,
+    with those they import in turn (read from their import statements)."""
+    reference = reference_dir()
+    files = {reference / name for name in REFERENCE_SHARED} | set(source_files(assignment.hidden_suite))
+    pending = [assignment.reference_module] if assignment.reference_module else []
+    pending += [name for path in files if path.suffix == ".py" for name in imported_names(path)]
+    while pending:
+        name = pending.pop()
+        if name.split(".")[0] != reference.name:
+            continue
+        for path in module_files(reference, name):
+            if path not in files:
+                files.add(path)
+                pending += imported_names(path)
+    return sorted(files)
+
+
+def build_autograder(assignment_dir: str | Path, out: Path, visibility: Visibility = Visibility()) -> None:
+    """Write the autograder zip for the assignment to ``out``; its results.json shows students
+    what ``visibility`` says."""
     assignment = Assignment.load(assignment_dir)
     assignment.hidden_suite  # raises AssignmentError if there is none: the zip could grade nothing
     reference = reference_dir()
@@ -93,12 +125,11 @@ def build_autograder(assignment_dir: str | Path, out: Path) -> None:
                           "checkout installed with `pip install -e .`")
     bundled = f"assignments/{assignment.directory.resolve().name}"
     entries = {"setup.sh": (setup_script().encode(), EXECUTABLE),
-               "run_autograder": (run_autograder_script(bundled).encode(), EXECUTABLE)}
+               "run_autograder": (run_autograder_script(bundled, visibility).encode(), EXECUTABLE)}
     for name in PROJECT_FILES:
         entries[name] = ((project / name).read_bytes(), REGULAR)
-    for package in (GRADER_DIR, reference):
-        for path in source_files(package):
-            entries[path.relative_to(project).as_posix()] = (path.read_bytes(), REGULAR)
+    for path in [*source_files(GRADER_DIR), *reference_files(assignment)]:
+        entries[path.relative_to(project).as_posix()] = (path.read_bytes(), REGULAR)
     for path in source_files(assignment.directory):
         entries[f"{bundled}/{path.relative_to(assignment.directory).as_posix()}"] = (path.read_bytes(), REGULAR)
     write_zip(out, entries)
