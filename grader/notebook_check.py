@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import sys
 import tempfile
 import time
 import types
+from collections.abc import Iterator
 from pathlib import Path
 
 from grader import cells
@@ -101,9 +103,27 @@ def _run(assignment: Assignment, part: str | None, report_path: Path) -> tuple[s
                  "--capture=sys", "-q", "-p", "pytest_jsonreport.plugin", "--json-report",
                  f"--json-report-file={report_path}"]
     log = io.StringIO()
-    with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+    with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log), _only_named_plugins():
         exit_code = pytest.main(arguments, plugins=[_OnlyPart(part, assignment.parts)] if part else [])
     return read_results(report_path, int(exit_code), log.getvalue())
+
+
+@contextlib.contextmanager
+def _only_named_plugins() -> Iterator[None]:
+    """Only the plugins the run names, as in the student grader's pytest process: others
+    installed in the kernel's environment must not change it (nor load one twice)."""
+    saved = os.environ.get(_AUTOLOAD)
+    os.environ[_AUTOLOAD] = "1"
+    try:
+        yield
+    finally:
+        if saved is None:
+            del os.environ[_AUTOLOAD]
+        else:
+            os.environ[_AUTOLOAD] = saved
+
+
+_AUTOLOAD = "PYTEST_DISABLE_PLUGIN_AUTOLOAD"
 
 
 def check(part: str | None = None, assignment: str | Path | None = None) -> None:
