@@ -50,7 +50,7 @@ def test_a_cell_past_its_time_limit_is_skipped_even_when_it_catches_the_alarm(tm
                             "while True:\n    try:\n        time.sleep(1)\n    except BaseException:\n        pass",
                             "import time\nb = a + 1")
     assert namespace["b"] == 2
-    assert notes == ["cell 3 ran past the time limit of 0.5 s; it was skipped"] * 1 + notes[1:]
+    assert notes == [f"cell {number} ran past the time limit of 0.5 s; it was skipped" for number in (3, 4)]
     assert time.monotonic() - started < 10
 
 
