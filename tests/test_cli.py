@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import nbformat
 import pytest
+from rich.console import Console
 
 from grader.report import SCHEMA_VERSION
 from tests.conftest import ASSIGNMENT_03, ROOT
@@ -123,3 +126,21 @@ def test_a_batch_of_folders_named_like_markup_is_graded_and_reported_as_text(tmp
     report = grade("report", str(out))
     assert report.returncode == 0, report.stderr
     assert f"wrote {out / 'report.html'}" in " ".join(report.stderr.split())
+
+
+def test_the_batch_progress_bar_labels_its_columns_and_names_the_file_graded_longest():
+    from grader.cli import _BatchProgress
+
+    console = Console(file=io.StringIO(), force_terminal=True, width=160)
+    progress = _BatchProgress(console)
+    progress.on_start(3, 0)
+    progress.on_begin(Path("ada/mha.py"))
+    progress.on_begin(Path("bob/\x1b]52;c;evil\x07.py"))  # a name is the student's: no escape reaches the terminal
+    shown = Console(file=io.StringIO(), width=160, record=True)
+    shown.print(progress.get_renderable())
+    text = shown.export_text()
+    assert all(label in text for label in ("graded", "0/3", "elapsed", "left", "now: ada/mha.py"))
+    progress.on_report(Path("ada/mha.py"), None)
+    shown.print(progress.get_renderable())
+    text = shown.export_text()
+    assert "1/3" in text and "s each" in text and "now: bob/?]52;c;evil?.py" in text and "\x1b]52" not in text

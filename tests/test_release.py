@@ -19,6 +19,8 @@ import pytest
 from grader.assignment import Assignment
 from grader.cli import EXIT_GRADER_ERROR, EXIT_OK, main
 from grader.handout import render_notebook
+from grader import public
+from grader.export import TORCH_CPU_INDEX, TORCH_VERSION
 from grader.public import OTHER_PART, grade_public, part_of
 from grader.release import ReleaseError, release, student_modules
 from reference import as_submission
@@ -91,6 +93,10 @@ def test_bundle_holds_the_handout_and_an_installable_student_grader(bundle):
     assert {"torch", "pytest", "pytest-json-report"} <= requirements and "safetensors" not in requirements
     readme = " ".join(held["README.md"].decode().split())
     assert "pip install -e ." in readme and f"grade {HANDOUT}" in readme and HIDDEN_NOTE in readme
+    # The CPU wheel the course is tested with, pinned, before the grader: an unpinned torch resolves a GPU build.
+    assert readme.index(f"torch=={TORCH_VERSION} --index-url {TORCH_CPU_INDEX}") < readme.index("pip install -e .")
+    assert 'from grader import check check("MultiHeadAttention")' in readme
+    assert "def __getattr__" in held["grader/__init__.py"].decode() and "grader/notebook_check.py" in held
 
 
 def test_bundle_holds_no_reference_and_no_hidden_test(bundle):
@@ -268,6 +274,16 @@ def test_public_report_tells_a_failed_check_from_an_error_and_hints_at_the_error
 
 
 @pytest.mark.slow
+def test_ctrl_c_ends_the_student_grader_with_a_line_not_a_traceback(monkeypatch, capsys):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(public, "grade_public", interrupted)
+    assert public.main([str(ASSIGNMENT_03)]) == public.EXIT_INTERRUPTED
+    captured = capsys.readouterr()
+    assert "interrupted" in captured.err and "Traceback" not in captured.out + captured.err
+
+
 def test_a_module_that_raises_on_import_is_loaded_as_the_grader_loads_it(tmp_path):
     submission = tmp_path / "mha.py"
     submission.write_text("import torch\n\nscale = 1 / 0\n", encoding="utf-8")
