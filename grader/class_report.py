@@ -216,8 +216,8 @@ def _students(students: list[StudentEntry], feedback: str | None) -> str:
         if feedback is not None:
             href = html.escape(f"{feedback}/{quote(page_name(entry.student))}.html")
             link = Markup(f'<a href="{href}">feedback</a>')
-        rows.append([entry.student, entry.status.replace("_", " "), score, hint, link])
-    return "<h2>Students</h2>" + _table(["student", "status", "score", "what cost the most", "page"], rows)
+        rows.append([entry.student, entry.name, entry.status.replace("_", " "), score, hint, link])
+    return "<h2>Students</h2>" + _table(["student", "name", "status", "score", "what cost the most", "page"], rows)
 
 
 def _svg(width: int, height: int, label: str, body: list[str]) -> str:

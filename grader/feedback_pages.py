@@ -71,6 +71,7 @@ Block = Heading | Paragraph | Items | Grid | Preformatted
 class StudentEntry:
     """A student's line of the gradebook in summary.json, with the report it points to."""
     student: str
+    name: str
     status: str
     submission: str | None
     note: str
@@ -79,7 +80,7 @@ class StudentEntry:
 
 
 def page_blocks(assignment: str, entry: StudentEntry) -> list[Block]:
-    blocks: list[Block] = [Heading(1, f"Assignment {assignment}: feedback for {entry.student}")]
+    blocks: list[Block] = [Heading(1, f"Assignment {assignment}: feedback for {entry.name or entry.student}")]
     report = entry.report
     if entry.status == MISSING:
         return [*blocks, Paragraph("No submission was received, so the score is 0.")]
@@ -217,7 +218,7 @@ def read_entries(results: Path) -> tuple[str, list[StudentEntry]]:
     entries = []
     for line in gradebook:
         report = read_report(results / line["report"]) if line.get("report") else None
-        entries.append(StudentEntry(str(line["student"]), line["status"], line.get("submission"),
+        entries.append(StudentEntry(str(line["student"]), str(line.get("name") or ""), line["status"], line.get("submission"),
                                     line.get("note", ""), bool(line.get("late")), report))
     return assignment, entries
 

@@ -148,7 +148,7 @@ def summarize(result: BatchResult) -> dict:
         "submissions": stats.submissions,
         "counts": stats.counts,
         "students": {"count": len(students), "missing": sum(grade.status == MISSING for grade in students),
-                     "not_on_roster": sum("not on the roster" in grade.handin.note for grade in students)},
+                     "not_on_roster": sum(grade.handin.unlisted for grade in students)},
         "score": stats.total.stats(),
         "parts": {part_id: scores.stats() for part_id, scores in stats.parts.items()},
         "hints": [{"hint": hint, "count": count} for hint, count in stats.hints],
@@ -165,10 +165,11 @@ def summarize(result: BatchResult) -> dict:
 
 def _student_entry(grade: StudentGrade) -> dict:
     handin = grade.handin
-    return {"student": handin.student.id, "status": grade.status, "score": grade.score,
+    return {"student": handin.student.id, "name": handin.student.name, "status": grade.status, "score": grade.score,
             "submission": handin.graded.as_posix() if handin.graded else None,
             "report": f"reports/{report_path(Path(), handin.graded).name}" if handin.graded else None,
-            "files": [path.as_posix() for path in handin.files], "late": handin.late, "note": handin.note}
+            "files": [path.as_posix() for path in handin.files],
+            "late": handin.late or bool(grade.report and grade.report.late), "note": handin.note}
 
 
 GRADEBOOK_COLUMNS = ("student", "name", "status", "score", "points_possible")

@@ -115,6 +115,7 @@ class Handin:
     graded: Path | None = None
     note: str = ""  # the choice among several files, a late upload, not on the roster
     late: bool = False
+    unlisted: bool = False  # a roster was given and does not name this student
 
 
 def handins(files: Iterable[Path], folder: Path, assignment: Assignment, roster: Roster | None = None) -> list[Handin]:
@@ -174,4 +175,4 @@ def _choose(student: Student, paths: Sequence[Path], folder: Path, assignment: A
     late = bool(canvas and canvas["late"])
     if late:
         notes.append("late: Canvas marked the upload LATE")
-    return Handin(student, tuple(paths), graded, "; ".join(notes), late)
+    return Handin(student, tuple(paths), graded, "; ".join(notes), late, unlisted)
