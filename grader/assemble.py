@@ -70,13 +70,15 @@ def assemble_report(
 
 
 def in_cell_order(notes: Iterable[str]) -> list[str]:
-    """The notes as the notebook shows its cells: those on the loading as a whole first, then
-    by cell (a skipped cell is noted when the notebook is read, a raising one when it runs)."""
-    def cell(note: str) -> int:
+    """The notes as the notebook shows its cells (a skipped cell is noted when the notebook is
+    read, a raising one when it runs). A note on no cell stays after the cells noted before it:
+    "loading your code stopped", "... and 30 more notes"."""
+    keys, last = [], 0
+    for note in notes:
         number = _CELL_NOTE.match(note)
-        return int(number[1]) if number else 0
-
-    return sorted(notes, key=cell)
+        last = max(last, int(number[1])) if number else last
+        keys.append((int(number[1]) if number else last, note))
+    return [note for _, note in sorted(keys, key=lambda key: key[0])]
 
 
 def failed_report(assignment: Assignment, submission: str, device: str, error: str) -> GradeReport:

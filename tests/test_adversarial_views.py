@@ -317,10 +317,16 @@ def test_gradebook_cells_are_never_formulas(tmp_path):
     folder = hand_in(tmp_path / "class", {f"{name}/notes.txt": "not a submission" for name in formulas})
     out = tmp_path / "results"
     assert grade_class(folder, out) == 0
+    for gradebook in ("grades.csv", "canvas.csv", "gradescope.csv"):
+        with (out / gradebook).open(newline="") as file:
+            rows = list(csv.reader(file))
+        cells = [cell for row in rows for cell in row]
+        assert not [cell for cell in cells if cell.startswith(("=", "+", "-", "@", "\t", "\r"))], gradebook
     with (out / "grades.csv").open(newline="") as file:
-        cells = [row[0] for row in csv.reader(file)][1:]
-    assert sorted(cells) == sorted(for_csv(f"{name}/notes.txt") for name in formulas)
-    assert not [cell for cell in cells if cell.startswith(("=", "+", "-", "@", "\t", "\r"))]
+        rows = list(csv.DictReader(file))
+    # Each folder is a student: their id and the file graded for them are text.
+    assert sorted(row["student"] for row in rows) == sorted(for_csv(name) for name in formulas)
+    assert sorted(row["submission"] for row in rows) == sorted(for_csv(f"{name}/notes.txt") for name in formulas)
 
 
 # ---- 6. Gradescope --------------------------------------------------------------------

@@ -78,7 +78,7 @@ def test_the_page_says_the_score_each_part_each_failing_check_the_notes_in_order
     assert f"Score: {2.0 * 3 - 1:g} / 6" in text
     assert "Graded: lea/mha.ipynb. graded lea/mha.ipynb, the one with the fewest stubs left" in text
     assert HOSTILE in text and GOT_EXPECTED in text and "test_shape" not in text  # failing checks only
-    notes = [text.index(note) for note in ("loading took long", "cell 3 is tagged", "cell 9 raised")]
+    notes = [text.index(note) for note in ("cell 3 is tagged", "cell 9 raised", "loading took long")]
     assert notes == sorted(notes)  # as the notebook shows its cells
     assert "printed ```` four backticks" in text
     assert "torch._C" not in text  # flags are for the instructor
