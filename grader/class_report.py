@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import html
 import math
+import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
@@ -327,7 +328,10 @@ def batch_summary(result: BatchResult, left_out: dict[str, list[str]] | None = N
         _numbers_table(result.assignment.id, stats),
         Text(f"{_counts_line(stats)}; {result.graded} graded now, {result.skipped} already up to date"
              + (f"; {per:.2f} s per submission" if per else "")),
-        plain(f"{_counted(len(students), 'student')}" + (f"; no submission from {', '.join(missing)}" if missing else ""))]
+        plain(f"{_counted(len(students), 'student')}"
+              + (f", gradebook mean {statistics.fmean(grade.score for grade in students):.3g} (0 for no score)"
+                 if students else "")
+              + (f"; no submission from {', '.join(missing)}" if missing else ""))]
     if result.removed:
         lines.append(plain(f"moved {_counted(len(result.removed), 'report')} of files no longer handed in "
                            f"to {result.removed[0].parent}", style="yellow"))

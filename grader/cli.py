@@ -293,14 +293,14 @@ def _feedback_parser() -> argparse.ArgumentParser:
 
 
 def _feedback(args: argparse.Namespace, console: Console) -> int:
-    from grader.feedback_pages import FeedbackError, write_feedback
+    from grader.feedback_pages import FOLDER, FeedbackError, write_feedback
 
     try:
         pages = write_feedback(args.results)
     except FeedbackError as exc:
         _error(console, exc)
         return EXIT_USAGE
-    _say(console, f"wrote {len(pages)} feedback pages (HTML and Markdown) in {args.results / 'feedback'}")
+    _say(console, f"wrote {len(pages)} feedback pages (HTML and Markdown) in {args.results / FOLDER}")
     return EXIT_OK
 
 

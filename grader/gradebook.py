@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -147,8 +148,10 @@ def summarize(result: BatchResult) -> dict:
         "assignment": result.assignment.id,
         "submissions": stats.submissions,
         "counts": stats.counts,
+        # The gradebook's mean: 0 for a student with no score, where "score" leaves them out.
         "students": {"count": len(students), "missing": sum(grade.status == MISSING for grade in students),
-                     "not_on_roster": sum(grade.handin.unlisted for grade in students)},
+                     "not_on_roster": sum(grade.handin.unlisted for grade in students),
+                     "mean_score": round(statistics.fmean(grade.score for grade in students), 4) if students else None},
         "score": stats.total.stats(),
         "parts": {part_id: scores.stats() for part_id, scores in stats.parts.items()},
         "hints": [{"hint": hint, "count": count} for hint, count in stats.hints],

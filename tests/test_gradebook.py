@@ -176,7 +176,8 @@ def test_outputs_agree_on_the_students(batch, tmp_path):
     out = tmp_path / "results"
     summary = write_outputs(batch, out)
     assert json.loads((out / "summary.json").read_text()) == summary
-    assert summary["students"] == {"count": 4, "missing": 1, "not_on_roster": 1}
+    assert summary["students"] == {"count": 4, "missing": 1, "not_on_roster": 1,
+                                   "mean_score": (4 + 0 + 0 + 6) / 4}  # lea 4 of 6, max ungradable, zoe missing, stray 6
     assert [entry["student"] for entry in summary["gradebook"]] == ["lea", "max", "zoe", "stray"]
     lea = summary["gradebook"][0]
     assert lea["report"] == "reports/" + report_path(out, Path("lea/mha.ipynb")).name
