@@ -117,7 +117,11 @@ def page_blocks(assignment: str, entry: StudentEntry) -> list[Block]:
 
 
 def _notes(report: GradeReport) -> list[Block]:
-    return [Heading(2, "Notes on loading your code"), Items(report.notes)] if report.notes else []
+    if not report.notes:
+        return []
+    counted = [Paragraph("Cells are counted from the top of your notebook, text cells included.")
+               ] if report.submission.endswith(".ipynb") else []
+    return [Heading(2, "Notes on loading your code"), *counted, Items(report.notes)]
 
 
 # ---- HTML ----------------------------------------------------------------------------

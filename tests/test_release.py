@@ -274,6 +274,25 @@ def test_public_report_tells_a_failed_check_from_an_error_and_hints_at_the_error
 
 
 @pytest.mark.slow
+@pytest.mark.slow
+def test_the_released_check_runs_inside_a_jupyter_kernel(student_copy):
+    nbclient = pytest.importorskip("nbclient")
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    notebook = new_notebook(cells=[
+        new_code_cell(as_submission("multihead")),
+        new_code_cell("import grader\nprint(grader.__file__)"),
+        new_code_cell("from grader import check\ncheck('MultiHeadAttention')")])
+    # The kernel imports the handout's grader, as in the student's environment: the bundle first on the path.
+    nbclient.NotebookClient(notebook, timeout=120, kernel_name="python3",
+                            resources={"metadata": {"path": str(student_copy / HANDOUT)}}
+                            ).execute(env={**os.environ, "PYTHONPATH": str(student_copy)})
+    assert notebook.cells[1].outputs[0]["text"].strip() == str(student_copy / "grader" / "__init__.py")
+    shown = "".join(output.get("data", {}).get("text/plain", "") for output in notebook.cells[2].outputs)
+    shown = re.sub(r"\x1b\[[0-9;]*m", "", shown)  # rich's colours, as Jupyter's plain text keeps them
+    assert re.search(r"MultiHeadAttention\s*│\s*2 / 2", shown) and HIDDEN_NOTE in shown
+
+
 def test_ctrl_c_ends_the_student_grader_with_a_line_not_a_traceback(monkeypatch, capsys):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
