@@ -23,12 +23,13 @@ def test_attention_scores_shape_and_values():
 def test_softmax_rows_sum_to_one():
     x = torch.randn(3, 4, 5)
     for dim in (-1, 0, 1):
-        assert torch.allclose(softmax(x, dim=dim).sum(dim=dim), torch.ones(()), atol=1e-6)
+        assert torch.allclose(softmax(x, dim=dim).sum(dim=dim), torch.ones(()), atol=1e-6), \
+            "mistake: softmax over the wrong dimension"
 
 
 def test_softmax_does_not_overflow():
     out = softmax(torch.tensor([[1e4, 1e4, 0.0]]))
-    assert torch.isfinite(out).all()
+    assert torch.isfinite(out).all(), "mistake: no max subtraction (overflow to nan/inf)"
     assert torch.allclose(out, torch.tensor([[0.5, 0.5, 0.0]]))
 
 
@@ -44,11 +45,26 @@ def test_scaled_dot_product_attention_returns_output_and_weights():
     assert torch.allclose(weights, softmax(q @ k.transpose(-2, -1) / math.sqrt(8), dim=-1), atol=1e-6)
 
 
+def test_scaled_dot_product_attention_scales_by_sqrt_d_k():
+    torch.manual_seed(0)
+    q, k, v = torch.randn(2, 5, 8), torch.randn(2, 5, 8), torch.randn(2, 5, 6)  # d_k = 8, T = 5
+    _, weights = scaled_dot_product_attention(q, k, v)
+    scores = q @ k.transpose(-2, -1)
+    for wrong_scale, mistake in ((1.0, "scores not scaled"), (8.0, "scores scaled by `d_k` instead of `sqrt(d_k)`"),
+                                 (math.sqrt(5), "scores scaled by `sqrt(T)`, the sequence length")):
+        assert not torch.allclose(weights, torch.softmax(scores / wrong_scale, dim=-1), atol=1e-5), f"mistake: {mistake}"
+    assert torch.allclose(weights, torch.softmax(scores / math.sqrt(8), dim=-1), atol=1e-5)
+
+
 def test_scaled_dot_product_attention_gives_masked_keys_no_weight():
+    torch.manual_seed(0)
     q, k, v = torch.randn(1, 2, 4), torch.randn(1, 3, 4), torch.randn(1, 3, 4)
     mask = torch.tensor([True, True, False])  # True = may attend
     _, weights = scaled_dot_product_attention(q, k, v, mask)
-    assert torch.all(weights[..., 2] == 0)
+    assert not torch.all(weights[..., :2] == 0), 'mistake: mask inverted (True read as "blocked")'
+    assert torch.allclose(weights.sum(-1), torch.ones(1, 2), atol=1e-6), "mistake: mask applied after the softmax"
+    assert torch.all(weights[..., 2] == 0), \
+        "mistake: masked scores filled with a value that is not very negative (0, `1e-15`)"
 
 
 def test_self_attention_shape_and_submodules():
