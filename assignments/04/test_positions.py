@@ -26,8 +26,22 @@ def test_sinusoidal_encoding_position_zero_is_sin_0_cos_0():
 def test_sinusoidal_encoding_first_pair_is_sin_and_cos_of_the_position():
     pe = sinusoidal_encoding(5, 4)
     positions = torch.arange(5, dtype=torch.float32)
+    assert not torch.allclose(pe[:, 0], torch.cos(positions), atol=1e-6), "mistake: sin and cos swapped"
+    second_sine = torch.sin(positions * 10000 ** (-2 / 4))  # what a concatenated [sin..., cos...] puts second
+    assert not torch.allclose(pe[:, 1], second_sine, atol=1e-6), \
+        "mistake: sin and cos concatenated instead of interleaved"
     assert torch.allclose(pe[:, 0], torch.sin(positions), atol=1e-6)
     assert torch.allclose(pe[:, 1], torch.cos(positions), atol=1e-6)
+
+
+def test_sinusoidal_encoding_second_pair_has_frequency_10000_to_the_minus_2_over_d_model():
+    d_model = 8
+    pe = sinusoidal_encoding(6, d_model)
+    positions = torch.arange(6, dtype=torch.float32)
+    # Pair i (columns 2i and 2i+1) turns at 10000 ** (-2i / d_model): for i = 1, the exponent is 2 / d_model.
+    assert not torch.allclose(pe[:, 2], torch.sin(positions * 10000 ** (-1 / d_model)), atol=1e-5), \
+        "mistake: exponent `i/d_model` instead of `2i/d_model`"
+    assert torch.allclose(pe[:, 2], torch.sin(positions * 10000 ** (-2 / d_model)), atol=1e-5)
 
 
 def test_sinusoidal_encoding_rejects_odd_d_model():

@@ -29,7 +29,26 @@ def test_encoder_layer_shape_and_submodules():
 def test_encoder_layer_is_post_norm():
     # With LayerNorm last, every position of the output has mean ~0 and std ~1.
     out = EncoderLayer(d_model=8, num_heads=2, d_ff=16)(3 * torch.randn(2, 5, 8) + 1)
-    assert torch.allclose(out.mean(-1), torch.zeros(2, 5), atol=1e-5)
+    assert torch.allclose(out.mean(-1), torch.zeros(2, 5), atol=1e-5), "mistake: pre-norm instead of post-norm"
+
+
+def test_encoder_layer_keeps_a_residual_around_the_feed_forward_network():
+    torch.manual_seed(0)
+    layer = EncoderLayer(d_model=8, num_heads=2, d_ff=16).eval()
+    with torch.no_grad():  # the feed-forward network now outputs 0: only the residual carries x on
+        layer.ffn.linear2.weight.zero_()
+        layer.ffn.linear2.bias.zero_()
+    out = layer(torch.randn(2, 5, 8))
+    assert out.abs().max() > 0.1, "mistake: a missing residual"
+
+
+def test_decoder_layer_attends_to_the_memory():
+    torch.manual_seed(0)
+    layer = DecoderLayer(d_model=8, num_heads=2, d_ff=16).eval()
+    x, causal = torch.randn(1, 3, 8), torch.ones(3, 3, dtype=torch.bool).tril()
+    # Memories as long as the target, and no memory mask: a layer that attends to the wrong states still runs.
+    first, second = layer(x, torch.randn(1, 3, 8), causal), layer(x, torch.randn(1, 3, 8), causal)
+    assert not torch.allclose(first, second, atol=1e-5), "mistake: cross-attention over the decoder's own states"
 
 
 def test_decoder_layer_cross_attention_with_unequal_lengths():

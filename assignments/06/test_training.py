@@ -48,6 +48,7 @@ class CountingModel(nn.Module):
 def test_teacher_forcing_split_shifts_by_one():
     tgt = torch.tensor([[BOS, 5, 6, EOS, PAD], [BOS, 7, EOS, PAD, PAD]])
     decoder_input, labels = teacher_forcing_split(tgt)
+    assert not torch.equal(labels, decoder_input), "mistake: labels not shifted"
     assert decoder_input.tolist() == [[BOS, 5, 6, EOS], [BOS, 7, EOS, PAD]]
     assert labels.tolist() == [[5, 6, EOS, PAD], [7, EOS, PAD, PAD]]
 
@@ -61,6 +62,8 @@ def test_translation_loss_is_cross_entropy_without_padding():
     logits, labels = torch.randn(2, 3, VOCAB), torch.tensor([[4, 5, EOS], [6, 7, EOS]])
     loss = translation_loss(logits, labels, PAD)
     assert loss.shape == ()
+    smoothed = F.cross_entropy(logits.reshape(-1, VOCAB), labels.reshape(-1), label_smoothing=0.1)
+    assert not torch.allclose(loss, smoothed), "mistake: label smoothing hard-coded"
     torch.testing.assert_close(loss, F.cross_entropy(logits.reshape(-1, VOCAB), labels.reshape(-1)))
 
 
@@ -68,7 +71,8 @@ def test_translation_loss_does_not_look_at_pad_positions():
     logits, labels = torch.randn(2, 4, VOCAB), torch.tensor([[4, 5, EOS, PAD], [6, EOS, PAD, PAD]])
     changed = logits.clone()
     changed[labels == PAD] = 100.0
-    torch.testing.assert_close(translation_loss(changed, labels, PAD), translation_loss(logits, labels, PAD))
+    assert torch.allclose(translation_loss(changed, labels, PAD), translation_loss(logits, labels, PAD)), \
+        "mistake: padding not ignored in the loss"
 
 
 def test_train_step_returns_a_float_and_changes_the_parameters():
@@ -79,7 +83,48 @@ def test_train_step_returns_a_float_and_changes_the_parameters():
     src, tgt = torch.tensor([[3, 4, 5]]), torch.tensor([[BOS, 5, 4, 3, EOS]])
     loss = train_step(model, src, tgt, optimizer, PAD)
     assert isinstance(loss, float)
-    assert any(not torch.equal(b, p) for b, p in zip(before, model.parameters()))
+    assert any(not torch.equal(b, p) for b, p in zip(before, model.parameters())), "mistake: no optimizer step"
+
+
+def test_train_step_starts_from_fresh_gradients():
+    torch.manual_seed(0)
+    model = BagModel()
+    for parameter in model.parameters():
+        parameter.grad = torch.full_like(parameter, 1e3)  # left over from an earlier step
+    before = [p.detach().clone() for p in model.parameters()]
+    train_step(model, torch.tensor([[3, 4, 5]]), torch.tensor([[BOS, 5, 4, 3, EOS]]),
+               torch.optim.SGD(model.parameters(), lr=0.1), PAD, clip_norm=1e9)
+    moved = max((p.detach() - b).abs().max().item() for b, p in zip(before, model.parameters()))
+    assert moved < 10, "mistake: no `zero_grad`"
+
+
+def test_train_step_clips_the_gradients_before_the_step():
+    torch.manual_seed(0)
+    model = BagModel()
+    before = [p.detach().clone() for p in model.parameters()]
+    train_step(model, torch.tensor([[3, 4, 5]]), torch.tensor([[BOS, 5, 4, 3, EOS]]),
+               torch.optim.SGD(model.parameters(), lr=1.0), PAD, clip_norm=1e-3)
+    # Plain SGD moves the parameters by lr times the gradient: clipped first, by at most clip_norm in all.
+    moved = torch.cat([(p.detach() - b).flatten() for b, p in zip(before, model.parameters())]).norm()
+    gradients = torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None]).norm()
+    assert moved <= 1e-3 * 1.01, ("mistake: clipping after the step" if gradients <= 1e-3 * 1.01 else
+                                  "the step is not clipped: call nn.utils.clip_grad_norm_ before optimizer.step()")
+
+
+def test_train_step_feeds_the_model_the_target_without_its_last_token():
+    seen = []
+
+    class Recording(BagModel):
+        def forward(self, src, tgt_in):
+            seen.append(tgt_in.clone())
+            return super().forward(src, tgt_in)
+
+    model = Recording()
+    tgt = torch.tensor([[BOS, 5, 4, 3, EOS]])
+    train_step(model, torch.tensor([[3, 4, 5]]), tgt, torch.optim.SGD(model.parameters(), lr=0.1), PAD)
+    assert seen[0].shape[1] == tgt.shape[1] - 1, \
+        "mistake: the whole target fed to the model, the label leaking into the input"
+    assert torch.equal(seen[0], tgt[:, :-1])
 
 
 def test_train_step_lowers_the_loss_on_one_batch():
