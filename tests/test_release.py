@@ -233,7 +233,7 @@ def test_bundle_grader_imports_without_the_reference(unpacked):
 def test_student_grade_of_the_stub_fails_every_public_test(unpacked):
     result = student_python(unpacked, "-m", "grader.public", HANDOUT)
     assert result.returncode == 0, result.stderr
-    assert re.search(r"total\s*│\s*0 / 6", result.stdout), result.stdout
+    assert re.search(r"total\s*│\s*0 / 7", result.stdout), result.stdout
     assert "not implemented" in result.stdout and HIDDEN_NOTE in result.stdout
 
 
@@ -242,8 +242,8 @@ def test_student_grade_of_the_reference_passes_every_public_test(student_copy):
     (student_copy / HANDOUT / "mha.py").write_text(as_submission("multihead"), encoding="utf-8")
     result = student_python(student_copy, "-m", "grader.public", HANDOUT, "-v")
     assert result.returncode == 0, result.stderr
-    for part, score in (("split_heads", "3 / 3"), ("combine_heads", "1 / 1"), ("MultiHeadAttention", "2 / 2"),
-                        ("total", "6 / 6")):
+    for part, score in (("split_heads", "3 / 3"), ("combine_heads", "1 / 1"), ("MultiHeadAttention", "3 / 3"),
+                        ("total", "7 / 7")):
         assert re.search(rf"{part}\s*│\s*{score}", result.stdout), result.stdout
     assert HIDDEN_NOTE in result.stdout
 
@@ -254,7 +254,7 @@ def test_student_grade_tests_the_notebook_when_it_holds_the_work(student_copy):
     (student_copy / HANDOUT / "mha.ipynb").write_text(notebook_text(as_submission("multihead")), encoding="utf-8")
     result = student_python(student_copy, "-m", "grader.public", HANDOUT)
     assert result.returncode == 0, result.stderr
-    assert "mha.ipynb" in result.stdout and re.search(r"total\s*│\s*6 / 6", result.stdout), result.stdout
+    assert "mha.ipynb" in result.stdout and re.search(r"total\s*│\s*7 / 7", result.stdout), result.stdout
 
 
 @pytest.mark.slow
@@ -268,7 +268,9 @@ def test_public_report_tells_a_failed_check_from_an_error_and_hints_at_the_error
     parts = {part.id: part for part in report.parts}
     assert report.status == "graded" and (parts["split_heads"].score, parts["split_heads"].max_score) == (2, 3)
     failed = next(test for test in parts["split_heads"].tests if test.outcome != "passed")
-    assert failed.outcome == "failed" and failed.message.startswith("assert") and failed.hint is None
+    # The public test names the mistake in its assertion: the student's grader makes it the hint.
+    assert failed.outcome == "failed" and "mistake: heads split with `view`" in failed.message
+    assert failed.hint.startswith("heads split with `view` and no `transpose`")
     assert parts["combine_heads"].score == 0 and ".contiguous()" in parts["combine_heads"].hint
     assert parts["combine_heads"].tests[0].outcome == "error"
 
@@ -290,7 +292,7 @@ def test_the_released_check_runs_inside_a_jupyter_kernel(student_copy):
     assert notebook.cells[1].outputs[0]["text"].strip() == str(student_copy / "grader" / "__init__.py")
     shown = "".join(output.get("data", {}).get("text/plain", "") for output in notebook.cells[2].outputs)
     shown = re.sub(r"\x1b\[[0-9;]*m", "", shown)  # rich's colours, as Jupyter's plain text keeps them
-    assert re.search(r"MultiHeadAttention\s*│\s*2 / 2", shown) and HIDDEN_NOTE in shown
+    assert re.search(r"MultiHeadAttention\s*│\s*3 / 3", shown) and HIDDEN_NOTE in shown
 
 
 def test_ctrl_c_ends_the_student_grader_with_a_line_not_a_traceback(monkeypatch, capsys):

@@ -16,7 +16,12 @@ D_MODEL, HEADS, CONTEXT, VOCAB = 16, 2, 8, 11
 
 def test_head_shape():
     head = Head(D_MODEL, 8, CONTEXT)
-    assert head(torch.randn(2, 5, D_MODEL)).shape == (2, 5, 8)
+    assert head(torch.randn(2, CONTEXT, D_MODEL)).shape == (2, CONTEXT, 8)
+    try:
+        out = head(torch.randn(2, 5, D_MODEL))  # shorter than the context
+    except RuntimeError:
+        pytest.fail("mistake: the mask not cropped to `T` (a crash for `T < context_length`: the hint says to crop)")
+    assert out.shape == (2, 5, 8)
 
 
 def test_head_is_causal():
@@ -24,7 +29,24 @@ def test_head_is_causal():
     x = torch.randn(1, 5, D_MODEL)
     changed = x.clone()
     changed[:, 3:] += 1.0  # the future of positions 0..2
-    assert torch.allclose(head(x)[:, :3], head(changed)[:, :3], atol=1e-6)
+    assert torch.allclose(head(x)[:, :3], head(changed)[:, :3], atol=1e-6), \
+        "mistake: future positions visible (no causal mask)"
+
+
+def test_head_scales_by_the_head_size():
+    torch.manual_seed(0)
+    head = Head(D_MODEL, 8, CONTEXT).eval()  # head size 8, model width 16
+    x = torch.randn(2, 5, D_MODEL)
+    k, q, v = head.key(x), head.query(x), head.value(x)
+    future = torch.ones(5, 5, dtype=torch.bool).triu(1)
+
+    def attend(scale: float) -> torch.Tensor:
+        return torch.softmax((q @ k.transpose(-2, -1) / scale).masked_fill(future, float("-inf")), dim=-1) @ v
+
+    out = head(x)
+    assert not torch.allclose(out, attend(D_MODEL ** 0.5), atol=1e-5), \
+        "mistake: scores scaled by `d_model` instead of the head size"
+    assert torch.allclose(out, attend(8 ** 0.5), atol=1e-5)
 
 
 def test_multi_head_shape_and_error():
@@ -41,17 +63,68 @@ def test_block_shape():
     assert Block(D_MODEL, HEADS, CONTEXT)(torch.randn(2, 5, D_MODEL)).shape == (2, 5, D_MODEL)
 
 
+def test_block_is_pre_norm():
+    # Pre-norm adds to x: an input far from 0 stays far. Post-norm ends in a LayerNorm: mean ~0.
+    torch.manual_seed(0)
+    out = Block(D_MODEL, HEADS, CONTEXT).eval()(3 * torch.randn(2, 5, D_MODEL) + 5)
+    assert not torch.allclose(out.mean(-1), torch.zeros(2, 5), atol=1e-4), "mistake: post-norm instead of pre-norm"
+
+
 def test_gpt_logits_and_loss():
     model = GPT(VOCAB, D_MODEL, HEADS, 2, CONTEXT)
     idx = torch.randint(0, VOCAB, (2, 5))
     logits, loss = model(idx)
     assert logits.shape == (2, 5, VOCAB) and loss is None
-    _, loss = model(idx, idx)
-    assert loss.dim() == 0
+    logits, loss = model(idx, idx)  # with targets too
+    assert logits.shape != (10, VOCAB), "mistake: logits returned flattened to `(B*T, V)`"
+    assert logits.shape == (2, 5, VOCAB) and loss.dim() == 0
+
+
+def test_gpt_adds_positions():
+    torch.manual_seed(0)
+    model = GPT(VOCAB, D_MODEL, HEADS, 1, CONTEXT).eval()
+    logits, _ = model(torch.full((1, 5), 3))  # one token, five times: only its position tells them apart
+    assert not torch.allclose(logits[0, 0], logits[0, 4], atol=1e-5), "mistake: positions not added"
 
 
 def test_generate_shape_and_prefix():
     model = GPT(VOCAB, D_MODEL, HEADS, 1, CONTEXT)
     idx = torch.randint(0, VOCAB, (2, 3))
-    out = generate(model, idx, 10, generator=torch.Generator().manual_seed(0))  # longer than the context
+    assert generate(model, idx, 4, generator=torch.Generator().manual_seed(0)).shape == (2, 7)
+    try:
+        out = generate(model, idx, 10, generator=torch.Generator().manual_seed(0))  # longer than the context
+    except (ValueError, IndexError, RuntimeError):
+        pytest.fail("mistake: the context not cropped to `context_length` when generating")
     assert out.shape == (2, 13) and torch.equal(out[:, :3], idx)
+
+
+@torch.no_grad()
+def greedy(model, idx, steps):
+    for _ in range(steps):
+        logits, _ = model(idx[:, -CONTEXT:])
+        idx = torch.cat([idx, logits[:, -1].argmax(-1, keepdim=True)], dim=1)
+    return idx
+
+
+def test_generate_with_a_tiny_temperature_or_top_k_1_is_greedy():
+    torch.manual_seed(0)
+    model = GPT(VOCAB, D_MODEL, HEADS, 1, CONTEXT).eval()
+    idx = torch.randint(0, VOCAB, (2, 3))
+    expected = greedy(model, idx, 6)
+    cold = generate(model, idx, 6, temperature=1e-3, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(cold, expected), "mistake: temperature applied after the softmax"
+    try:
+        top_1 = generate(model, idx, 6, top_k=1, generator=torch.Generator().manual_seed(0))
+    except RuntimeError:  # every token filtered out: nothing left to sample
+        top_1 = None
+    assert top_1 is not None and torch.equal(top_1, expected), "mistake: `top_k` keeping the wrong set"
+
+
+def test_generate_samples_with_the_generator_it_is_given():
+    torch.manual_seed(0)
+    model = GPT(VOCAB, D_MODEL, HEADS, 1, CONTEXT).eval()
+    idx = torch.randint(0, VOCAB, (2, 3))
+    first = generate(model, idx, 20, generator=torch.Generator().manual_seed(7))
+    torch.rand(100)  # the global generator moves on; the one given does not
+    again = generate(model, idx, 20, generator=torch.Generator().manual_seed(7))
+    assert torch.equal(first, again), "mistake: sampling ignoring `generator`"
