@@ -33,6 +33,17 @@ def test_softmax_does_not_overflow():
     assert torch.allclose(out, torch.tensor([[0.5, 0.5, 0.0]]))
 
 
+def test_softmax_is_your_own(monkeypatch):
+    used = []
+    for owner in (torch, torch.nn.functional, torch.special, torch.Tensor):
+        def recording(*args, built_in=getattr(owner, "softmax"), **kwargs):
+            used.append(built_in)
+            return built_in(*args, **kwargs)
+        monkeypatch.setattr(owner, "softmax", recording)
+    softmax(torch.randn(3, 4), dim=-1)
+    assert not used, "mistake: a forbidden built-in softmax"
+
+
 def test_softmax_gives_zero_weight_to_minus_inf():
     out = softmax(torch.tensor([[1.0, float("-inf"), 1.0]]))
     assert torch.allclose(out, torch.tensor([[0.5, 0.0, 0.5]]))

@@ -67,6 +67,23 @@ def test_translation_loss_is_cross_entropy_without_padding():
     torch.testing.assert_close(loss, F.cross_entropy(logits.reshape(-1, VOCAB), labels.reshape(-1)))
 
 
+def test_translation_loss_spreads_label_smoothing_over_every_class():
+    torch.manual_seed(0)
+    logits, labels = torch.randn(2, 4, VOCAB), torch.tensor([[4, 5, EOS, PAD], [6, EOS, PAD, PAD]])
+    loss = translation_loss(logits, labels, PAD, label_smoothing=0.1)
+    # The annotated transformer's LabelSmoothing: KL divergence to 0.1 / (V-2) on every class but
+    # the label and the pad class, summed and divided by the number of real tokens.
+    log_probs = logits.log_softmax(dim=-1)
+    target = torch.full_like(log_probs, 0.1 / (VOCAB - 2)).scatter(-1, labels[..., None], 0.9)
+    target[..., PAD] = 0.0
+    target[labels == PAD] = 0.0
+    kl_divergence = F.kl_div(log_probs, target, reduction="sum") / (labels != PAD).sum()
+    assert not torch.allclose(loss, kl_divergence, atol=1e-5), \
+        "mistake: label smoothing spread over `V-2` classes (the annotated transformer's KL divergence)"
+    torch.testing.assert_close(loss, F.cross_entropy(logits.reshape(-1, VOCAB), labels.reshape(-1),
+                                                     ignore_index=PAD, label_smoothing=0.1))
+
+
 def test_translation_loss_does_not_look_at_pad_positions():
     logits, labels = torch.randn(2, 4, VOCAB), torch.tensor([[4, 5, EOS, PAD], [6, EOS, PAD, PAD]])
     changed = logits.clone()

@@ -8,6 +8,7 @@ marks. Run `grade assignments/07` for the graded result and hints.
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from gpt import GPT, MLP, Block, Head, MultiHead, generate
 
@@ -59,6 +60,17 @@ def test_mlp_shape():
     assert MLP(D_MODEL)(torch.randn(2, 5, D_MODEL)).shape == (2, 5, D_MODEL)
 
 
+def test_mlp_uses_exact_gelu():
+    torch.manual_seed(0)
+    mlp = MLP(D_MODEL).eval()
+    x = 3 * torch.randn(2, 5, D_MODEL)
+    hidden, out = mlp.fc(x), mlp(x)
+    for wrong in (torch.relu(hidden), F.gelu(hidden, approximate="tanh")):
+        assert not torch.allclose(out, mlp.proj(wrong), atol=1e-6), \
+            "mistake: ReLU (or tanh-approximate GELU) instead of exact GELU"
+    assert torch.allclose(out, mlp.proj(F.gelu(hidden)), atol=1e-6)
+
+
 def test_block_shape():
     assert Block(D_MODEL, HEADS, CONTEXT)(torch.randn(2, 5, D_MODEL)).shape == (2, 5, D_MODEL)
 
@@ -78,6 +90,16 @@ def test_gpt_logits_and_loss():
     logits, loss = model(idx, idx)  # with targets too
     assert logits.shape != (10, VOCAB), "mistake: logits returned flattened to `(B*T, V)`"
     assert logits.shape == (2, 5, VOCAB) and loss.dim() == 0
+
+
+def test_gpt_applies_the_final_layer_norm():
+    torch.manual_seed(0)
+    model = GPT(VOCAB, D_MODEL, HEADS, 2, CONTEXT).eval()
+    normed = []
+    model.ln_f.register_forward_hook(lambda module, inputs, output: normed.append(output))
+    logits, _ = model(torch.randint(0, VOCAB, (2, 5)))
+    assert normed, "mistake: no final LayerNorm"
+    assert torch.allclose(logits, model.lm_head(normed[-1]), atol=1e-5)
 
 
 def test_gpt_adds_positions():
