@@ -5,7 +5,6 @@ mutant that makes that mistake gets it as the headline hint of the part whose te
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
 import pytest
 
