@@ -53,30 +53,35 @@ class ClassData:
 
 def load_class_data(folder: Path) -> ClassData:
     """Every report in ``folder/reports`` (flat: see :func:`grader.gradebook.report_path`); a file
-    that is not one is skipped and listed."""
+    that is not one is skipped and listed. With the gradebook of ``summary.json``, the class's
+    numbers are those of the file graded for each student, as ``grade batch`` gives them."""
     reports_dir = folder / "reports"
     if not reports_dir.is_dir():
         raise ClassReportError(f"{folder} has no reports/ folder: give the results folder `grade batch` wrote")
-    reports, skipped = [], []
+    reports, skipped = {}, []
     for path in sorted(p for p in reports_dir.glob("*.json") if p.is_file()):
         report = read_report(path)
         if report is None:
             skipped.append(path.relative_to(folder))
         else:
-            reports.append(report)
+            reports[path.relative_to(folder).as_posix()] = report
     if not reports:
         raise ClassReportError(f"no grade reports in {reports_dir}"
                                + (f" ({len(skipped)} unreadable files skipped)" if skipped else ""))
-    assignments = sorted({report.assignment for report in reports})
+    assignments = sorted({report.assignment for report in reports.values()})
     if len(assignments) > 1:
         # Per-part statistics across assignments would mix unrelated parts.
         raise ClassReportError(f"{reports_dir} holds reports for several assignments ({', '.join(assignments)})")
-    part_ids = dict.fromkeys(part.id for report in reports for part in report.parts)
+    part_ids = dict.fromkeys(part.id for report in reports.values() for part in report.parts)
     try:
         _, students = read_entries(folder)
-    except FeedbackError:  # a folder of reports alone: no students to list
+    except FeedbackError:  # a folder of reports alone: every report counts
         students = []
-    return ClassData(assignments[0], class_statistics(part_ids, reports), skipped, students)
+    graded_for_students = {entry.report_file for entry in students} & reports.keys()
+    counted = graded_for_students or reports.keys()
+    numbers = class_statistics(part_ids, [reports[name] for name in sorted(counted)],
+                               [report for name, report in reports.items() if name not in counted])
+    return ClassData(assignments[0], numbers, skipped, students)
 
 
 def _escape(text: str) -> str:
@@ -128,7 +133,8 @@ def render_html(data: ClassData, feedback: str | None = None) -> str:
     rows link there), or None when there are none."""
     stats = data.statistics
     title = f"Assignment {data.assignment}: class report, {stats.submissions} submissions"
-    counts = ", ".join(f"{count} {status.replace('_', ' ')}" for status, count in stats.counts.items())
+    counts = (", ".join(f"{count} {status.replace('_', ' ')}" for status, count in stats.counts.items())
+              + _also_handed_in(stats))
     skipped = ""
     if data.skipped:
         names = ", ".join(path.as_posix() for path in data.skipped)
@@ -313,7 +319,13 @@ def _numbers_table(assignment: str, stats: ClassStatistics) -> Table:
 
 
 def _counts_line(stats: ClassStatistics) -> str:
-    return ", ".join(f"{count} {status}" for status, count in stats.counts.items())
+    return ", ".join(f"{count} {status}" for status, count in stats.counts.items()) + _also_handed_in(stats)
+
+
+def _also_handed_in(stats: ClassStatistics) -> str:
+    if not stats.also_handed_in:
+        return ""
+    return f" ({_counted(stats.also_handed_in, 'more file')} handed in beside the one graded for a student, not counted)"
 
 
 def batch_summary(result: BatchResult, left_out: dict[str, list[str]] | None = None) -> Group:

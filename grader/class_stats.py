@@ -54,12 +54,17 @@ class ClassStatistics:
     hints: list[tuple[str, int]]  # "part: hint" of parts that lost points, most frequent first
     tests: list[TestRate]  # the lowest pass rate first
     not_graded: list[GradeReport]  # ungradable and grader_error reports, each with its reason
-    flagged: list[GradeReport]  # reports with flags for the instructor
+    flagged: list[GradeReport]  # reports with flags for the instructor, also of the files not counted
+    also_handed_in: int = 0  # files a student handed in beside the one graded for them: not counted
 
 
-def class_statistics(part_ids: Iterable[str], reports: Sequence[GradeReport]) -> ClassStatistics:
-    """Scores count for graded reports only; max scores come from every report, since an
-    ungradable one still lists each part with its max_score."""
+def class_statistics(part_ids: Iterable[str], reports: Sequence[GradeReport],
+                     also_handed_in: Sequence[GradeReport] = ()) -> ClassStatistics:
+    """The numbers of ``reports``, one per student (the file graded for them); of the other files
+    a student handed in, ``also_handed_in``, only the flags count, so that an abandoned copy
+    weighs on no mean, and an attack in one is still seen. Scores count for graded reports
+    only; max scores come from every report, since an ungradable one still lists each part
+    with its max_score."""
     graded = [report for report in reports if report.status == Status.GRADED]
     parts = {}
     for part_id in part_ids:
@@ -87,7 +92,8 @@ def class_statistics(part_ids: Iterable[str], reports: Sequence[GradeReport]) ->
         hints=hints.most_common(MOST_FREQUENT_HINTS),
         tests=tests,
         not_graded=[report for report in reports if report.status != Status.GRADED],
-        flagged=[report for report in reports if report.flags],
+        flagged=[report for report in (*reports, *also_handed_in) if report.flags],
+        also_handed_in=len(also_handed_in),
     )
 
 

@@ -77,6 +77,7 @@ class StudentEntry:
     note: str
     late: bool
     report: GradeReport | None
+    report_file: str | None  # the report's path in the results folder, as summary.json gives it
 
 
 def page_blocks(assignment: str, entry: StudentEntry) -> list[Block]:
@@ -221,9 +222,10 @@ def read_entries(results: Path) -> tuple[str, list[StudentEntry]]:
                             "give a results folder that this grader's `grade batch` wrote") from None
     entries = []
     for line in gradebook:
-        report = read_report(results / line["report"]) if line.get("report") else None
+        report_file = line.get("report")
+        report = read_report(results / report_file) if report_file else None
         entries.append(StudentEntry(str(line["student"]), str(line.get("name") or ""), line["status"], line.get("submission"),
-                                    line.get("note", ""), bool(line.get("late")), report))
+                                    line.get("note", ""), bool(line.get("late")), report, report_file))
     return assignment, entries
 
 

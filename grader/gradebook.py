@@ -27,7 +27,9 @@ from grader.report import SCHEMA_VERSION, GradeReport, Status, write_atomic, wri
 from grader.sanitize import clean, csv_text
 from grader.students import Handin
 
-SUMMARY_SCHEMA_VERSION = 2  # 2: the students, each with the file graded for them
+# 2: the students, each with the file graded for them. 3: submissions, counts, scores and hints
+# are those of the files graded for the students; also_handed_in counts the other files.
+SUMMARY_SCHEMA_VERSION = 3
 MISSING = "missing"  # a student's status when they handed in nothing
 GRADEBOOK_HINT_CHARS = 300  # a cell, not a report: the feedback page has the rest
 # Bytes in a report's file name: write_atomic's temporary ".NAME.XXXXXXXX.tmp" beside it must fit
@@ -69,7 +71,10 @@ class BatchResult:
     removed: list[Path] = field(default_factory=list)  # reports of files gone from the folder, moved aside
 
     def statistics(self) -> ClassStatistics:
-        return class_statistics(self.assignment.parts, list(self.reports.values()))
+        """The class's numbers over the file graded for each student (see :func:`class_statistics`)."""
+        counted = {handin.graded for handin in self.handins if handin.graded in self.reports}
+        return class_statistics(self.assignment.parts, [self.reports[path] for path in sorted(counted)],
+                                [report for path, report in self.reports.items() if path not in counted])
 
     def students(self) -> list[StudentGrade]:
         return [StudentGrade(handin, self.reports.get(handin.graded) if handin.graded else None)
@@ -147,6 +152,7 @@ def summarize(result: BatchResult) -> dict:
         "schema_version": SUMMARY_SCHEMA_VERSION,
         "assignment": result.assignment.id,
         "submissions": stats.submissions,
+        "also_handed_in": stats.also_handed_in,
         "counts": stats.counts,
         # The gradebook's mean: 0 for a student with no score, where "score" leaves them out.
         "students": {"count": len(students), "missing": sum(grade.status == MISSING for grade in students),

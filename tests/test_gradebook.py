@@ -13,7 +13,8 @@ import pytest
 from grader.assignment import Assignment
 from grader.export.gradebooks import canvas_gradebook, gradescope_gradebook
 from grader.gradebook import BatchResult, gradebook_csv, prune_reports, report_path, write_outputs
-from grader.report import GradeReport, PartResult, Status
+from grader.class_report import load_class_data
+from grader.report import Flag, GradeReport, PartResult, Status
 from grader.students import Roster, RosterError, handed_in_name, handins
 from tests.conftest import ASSIGNMENT_03
 
@@ -197,3 +198,21 @@ def test_reports_of_files_gone_from_the_folder_are_moved_aside(tmp_path, assignm
     assert moved[0].parent == out / "removed" and moved[0].is_file()
     assert sorted(path.name for path in (out / "reports").iterdir()) == sorted(
         ["notes.json", report_path(out, Path("lea/mha.py")).name])
+
+
+def test_the_class_numbers_count_the_file_graded_for_each_student_and_every_files_flags(batch, assignment, tmp_path):
+    # lea's abandoned stub (all zeros) is not a second submission of hers in the class's numbers;
+    # an attack in it is still listed.
+    abandoned = batch.reports[Path("lea/mha.py")]
+    abandoned.flags.append(Flag("torch-internals", "mha.py line 3", "torch._C.DisableTorchFunction"))
+    out = tmp_path / "results"
+    for relative, graded in batch.reports.items():
+        graded.write_json(report_path(out, relative))
+    summary = write_outputs(batch, out)
+    assert summary["submissions"] == 3 and summary["also_handed_in"] == 1
+    assert summary["counts"] == {"graded": 2, "ungradable": 1, "grader_error": 0}
+    assert summary["score"]["mean"] == (4 + 6) / 2  # lea's notebook and stray's module
+    assert summary["parts"]["split_heads"]["median"] == (1.5 + 2) / 2
+    from_folder = load_class_data(out).statistics
+    assert from_folder == batch.statistics()
+    assert from_folder.flagged == [abandoned]
