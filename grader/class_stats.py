@@ -55,7 +55,7 @@ class ClassStatistics:
     tests: list[TestRate]  # the lowest pass rate first
     not_graded: list[GradeReport]  # ungradable and grader_error reports, each with its reason
     flagged: list[GradeReport]  # reports with flags for the instructor, also of the files not counted
-    also_handed_in: int = 0  # files a student handed in beside the one graded for them: not counted
+    also_handed_in: int  # files a student handed in beside the one graded for them: not counted
 
 
 def class_statistics(part_ids: Iterable[str], reports: Sequence[GradeReport],
