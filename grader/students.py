@@ -63,7 +63,8 @@ class Roster:
 
     @classmethod
     def parse(cls, text: str, source: str = "roster") -> Roster:
-        rows = csv.reader(text.removeprefix("\ufeff").splitlines())
+        lines = text.removeprefix("\ufeff").splitlines()
+        rows = csv.reader(lines, delimiter=_delimiter(lines[0] if lines else ""))
         header = [_column(name) for name in next(rows, [])]
         if "student" not in header:
             raise RosterError(f"{source} has no `student` column; its first row must name the columns, "
@@ -91,6 +92,12 @@ class Roster:
             if where in self.paths:
                 return self.paths[where]
         return None
+
+
+def _delimiter(header: str) -> str:
+    """The roster's separator, read from its header: Excel saves "CSV" with ``;`` where the
+    decimal mark is a comma, and "Text" with tabs. A one-column roster has none: ``,``."""
+    return max(",;\t", key=header.count)
 
 
 def _column(name: str) -> str:

@@ -92,6 +92,16 @@ def test_the_roster_names_students_maps_folders_and_lists_those_who_handed_in_no
     assert "not on the roster" in by_id["stray"].note
 
 
+@pytest.mark.parametrize("separator", [",", ";", "\t"])
+def test_a_roster_saved_with_semicolons_or_tabs_reads_as_one_with_commas(separator):
+    # Excel saves "CSV" with semicolons where the decimal mark is a comma, and "Text" with tabs.
+    text = ROSTER.replace(",", separator).replace("Lea Lo", '"Lo, Lea"')
+    roster = Roster.parse(text)
+    assert list(roster.students) == ["lea", "max", "zoe"]
+    assert roster.students["lea"].name == "Lo, Lea" and roster.students["max"].canvas_id == "102"
+    assert roster.owner(Path("uploads/max-h/mha.py")) == "max"
+
+
 @pytest.mark.parametrize("text, message", [
     ("name,path\nLea,lea\n", "no `student` column"),
     ("student,path\n,lea\n", "row 2: no student id"),
