@@ -57,3 +57,29 @@ def test_the_student_grader_names_the_mistake_a_mutant_makes(assignment, mistake
     headlines = {part.id: part.hint for part in report.parts}
     parts = {part_of(test, assignment.parts) for test in naming_tests(assignment)[mistake]}
     assert any(headlines[part] == mistake for part in parts), headlines
+
+
+# Mutants outside the contract's list that make one of its mistakes in another form: the
+# public tests may name that mistake for them.
+SAME_MISTAKE = {
+    ("01", "mask inverted, filled with -1e9"): 'mask inverted (True read as "blocked")',
+    ("07", "mask filled with zero"): "future positions visible (no causal mask)",
+    ("07", "tanh GELU"): "ReLU (or tanh-approximate GELU) instead of exact GELU",
+    ("07", "top_k keeps the smallest"): "`top_k` keeping the wrong set",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("assignment, name", [
+    pytest.param(assignment, name, id=f"a{assignment.id}-{name[:40]}")
+    for assignment in ASSIGNMENTS for name in mutants_of(assignment).MUTANTS
+    if name not in mutants_of(assignment).CONTRACT_MISTAKES.values()
+])
+def test_a_public_test_names_no_mistake_the_code_does_not_make(assignment, name, tmp_path):
+    # A message checks the wrong version of the code it names, not merely that something is off:
+    # a softmax over the wrong dimension in the attention is not "mask applied after the softmax".
+    (old, new), _ = mutants_of(assignment).MUTANTS[name]
+    submission = tmp_path / assignment.module
+    submission.write_text(mutant(reference_submission(assignment.id), old, new), encoding="utf-8")
+    named = {part.hint for part in grade_public(assignment, submission).parts if part.hint in assignment.mistakes}
+    assert named <= {SAME_MISTAKE.get((assignment.id, name))}, named

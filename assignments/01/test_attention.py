@@ -22,7 +22,8 @@ def test_attention_scores_shape_and_values():
 
 def test_softmax_rows_sum_to_one():
     x = torch.randn(3, 4, 5)
-    for dim in (-1, 0, 1):
+    assert torch.allclose(softmax(x, dim=-1).sum(dim=-1), torch.ones(()), atol=1e-6)
+    for dim in (0, 1):  # right along the last dimension, wrong along the one asked for
         assert torch.allclose(softmax(x, dim=dim).sum(dim=dim), torch.ones(()), atol=1e-6), \
             "mistake: softmax over the wrong dimension"
 
@@ -72,10 +73,14 @@ def test_scaled_dot_product_attention_gives_masked_keys_no_weight():
     q, k, v = torch.randn(1, 2, 4), torch.randn(1, 3, 4), torch.randn(1, 3, 4)
     mask = torch.tensor([True, True, False])  # True = may attend
     _, weights = scaled_dot_product_attention(q, k, v, mask)
-    assert not torch.all(weights[..., :2] == 0), 'mistake: mask inverted (True read as "blocked")'
-    assert torch.allclose(weights.sum(-1), torch.ones(1, 2), atol=1e-6), "mistake: mask applied after the softmax"
-    assert torch.all(weights[..., 2] == 0), \
-        "mistake: masked scores filled with a value that is not very negative (0, `1e-15`)"
+    scores = q @ k.transpose(-2, -1) / 2  # sqrt(d_k) = 2
+    for wrong, mistake in (
+            (torch.softmax(scores.masked_fill(mask, float("-inf")), dim=-1), 'mask inverted (True read as "blocked")'),
+            (torch.softmax(scores, dim=-1).masked_fill(~mask, 0.0), "mask applied after the softmax"),
+            (torch.softmax(scores.masked_fill(~mask, 0.0), dim=-1),
+             "masked scores filled with a value that is not very negative (0, `1e-15`)")):
+        assert not torch.allclose(weights, wrong, atol=1e-6), f"mistake: {mistake}"
+    assert torch.all(weights[..., 2] == 0) and torch.allclose(weights.sum(-1), torch.ones(1, 2), atol=1e-6)
 
 
 def test_self_attention_shape_and_submodules():
