@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from grader.assignment import Assignment
+from grader.public import grade_public
 from reference.hidden.a07 import variants
 from tests.conftest import ROOT, mutant
 
@@ -149,6 +150,13 @@ def only_part_loses(parts, lost: str) -> None:
 def test_tutorial_gpt_written_to_the_contract_scores_full_marks(grade_source):
     report, _ = graded(grade_source, TUTORIAL)
     assert report.score == report.max_score > 0
+
+
+def test_tutorial_gpt_passes_the_public_tests_with_no_mistake_named(tmp_path):
+    submission = tmp_path / "gpt.py"
+    submission.write_text(TUTORIAL, encoding="utf-8")
+    report = grade_public(ASSIGNMENT_07, submission)
+    assert report.score == report.max_score > 0, [(part.id, part.hint) for part in report.parts]
 
 
 def test_scaling_by_the_embedding_width_costs_points_in_head_only(grade_source):
