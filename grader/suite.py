@@ -18,6 +18,11 @@ Fixtures, served to every suite by the grader's pytest plugin (never imported):
 - ``make_input(*shape, seed=n, scale=..., dtype=torch.float32)``: a seeded normal tensor on
   ``device``; ``scale`` defaults to the ``input_scale`` fixture (1.0), which a suite's
   conftest may override when its values need larger inputs.
+- ``new_graded(reference, class_name, *args)``: the student's module holding the reference's
+  weights, a stock piece in place of each piece of theirs that cannot hold them;
+  ``new_for_names(reference, class_name, *args)``: the same without the weights, for a check
+  of the module's own parameter names. Both use the ``stock_pieces`` fixture (none), which a
+  suite's conftest overrides with its :class:`StockPiece` list (below).
 
 Errors: every call into the student's code may raise a :class:`StudentError`:
 :class:`StudentException` (their code raised; ``type_name``, ``message``, ``traceback``),

@@ -11,6 +11,10 @@ from collections.abc import Callable
 
 import pytest
 import torch
+from torch import nn
+
+from grader.part_isolation import StockPiece, new_graded_like, with_stock
+from grader.student_protocol import Remote, Student
 
 
 @pytest.fixture
@@ -27,3 +31,28 @@ def make_input(device: torch.device, input_scale: float) -> Callable[..., torch.
         generator = torch.Generator().manual_seed(seed)
         return (scale * torch.randn(*shape, generator=generator, dtype=dtype)).to(device)
     return make
+
+
+@pytest.fixture
+def stock_pieces() -> list[StockPiece]:
+    """The suite's stock pieces (:class:`grader.part_isolation.StockPiece`): none, unless its
+    conftest gives some for the parts whose pieces may not fit the reference's weights."""
+    return []
+
+
+@pytest.fixture
+def new_graded(student: Student, stock_pieces: list[StockPiece]) -> Callable[..., Remote]:
+    """new_graded(reference, class_name, *args, **kwargs): the student's module holding the
+    reference's weights, stock pieces where its own do not fit them."""
+    def new(reference: nn.Module, class_name: str, *args, **kwargs) -> Remote:
+        return new_graded_like(student, reference, class_name, *args, stock=stock_pieces, **kwargs)
+    return new
+
+
+@pytest.fixture
+def new_for_names(student: Student, stock_pieces: list[StockPiece]) -> Callable[..., Remote]:
+    """new_for_names(reference, class_name, *args): the student's module for a check of its
+    own parameter names, stock pieces where its pieces' names are not the contract's."""
+    def new(reference: nn.Module, class_name: str, *args, **kwargs) -> Remote:
+        return with_stock(student.new(class_name, *args, **kwargs), reference, stock_pieces)
+    return new

@@ -21,7 +21,7 @@ import pytest
 import torch
 from torch import nn
 
-from grader.suite import Piece, Remote, StockPiece, new_graded_like, randomize_norms, with_stock
+from grader.suite import Piece, Remote, StockPiece, randomize_norms
 from reference.hidden.a05 import stock, variants
 from reference.layers import DecoderLayer, EncoderLayer, FeedForward, Transformer
 from reference.masks import causal_mask, padding_mask
@@ -89,41 +89,23 @@ def stock_pieces(student) -> list[StockPiece]:
 
 
 @pytest.fixture
-def new_layer(student, stock_pieces):
-    """new_layer(reference, class_name, *args, **kwargs): the student's module holding the
-    reference's weights, stock pieces where its own do not fit them."""
-    def new(reference: nn.Module, class_name: str, *args, **kwargs) -> Remote:
-        return new_graded_like(student, reference, class_name, *args, stock=stock_pieces, **kwargs)
-    return new
-
-
-@pytest.fixture
-def new_for_names(student, stock_pieces):
-    """new_for_names(reference, class_name, *args): the student's module for a check of its
-    own parameter names, stock pieces where its pieces' names are not the contract's."""
-    def new(reference: nn.Module, class_name: str, *args, **kwargs) -> Remote:
-        return with_stock(student.new(class_name, *args, **kwargs), reference, stock_pieces)
-    return new
-
-
-@pytest.fixture
 def student_ffn(student, reference_ffn):
     return student.new_like(reference_ffn, "FeedForward", D_MODEL, D_FF)
 
 
 @pytest.fixture
-def student_encoder_layer(new_layer, reference_encoder_layer):
-    return new_layer(reference_encoder_layer, "EncoderLayer", D_MODEL, NUM_HEADS, D_FF)
+def student_encoder_layer(new_graded, reference_encoder_layer):
+    return new_graded(reference_encoder_layer, "EncoderLayer", D_MODEL, NUM_HEADS, D_FF)
 
 
 @pytest.fixture
-def student_decoder_layer(new_layer, reference_decoder_layer):
-    return new_layer(reference_decoder_layer, "DecoderLayer", D_MODEL, NUM_HEADS, D_FF)
+def student_decoder_layer(new_graded, reference_decoder_layer):
+    return new_graded(reference_decoder_layer, "DecoderLayer", D_MODEL, NUM_HEADS, D_FF)
 
 
 @pytest.fixture
-def student_transformer(new_layer, reference_transformer):
-    return new_layer(reference_transformer, "Transformer", SRC_VOCAB, TGT_VOCAB, dropout=0.0, **TRANSFORMER_ARGS)
+def student_transformer(new_graded, reference_transformer):
+    return new_graded(reference_transformer, "Transformer", SRC_VOCAB, TGT_VOCAB, dropout=0.0, **TRANSFORMER_ARGS)
 
 
 SHAPE_HINT = "a parameter has the wrong shape; check the nn.Linear sizes against the contract"

@@ -40,7 +40,7 @@ def _expect_layer(what, layer, reference, x, memory, tgt_mask=None, memory_mask=
                       unusable_hint=variants.PIECES_UNUSABLE)
 
 
-def test_decoder_layer_has_the_contract_parameters(new_for_names, new_layer, reference_decoder_layer, make_input):
+def test_decoder_layer_has_the_contract_parameters(new_for_names, new_graded, reference_decoder_layer, make_input):
     # The layer's own names; its pieces' names are graded where the pieces are (stock pieces).
     x, memory = make_input(2, 3, D_MODEL, seed=200), make_input(2, 4, D_MODEL, seed=201)
     layer = new_for_names(reference_decoder_layer, "DecoderLayer", D_MODEL, NUM_HEADS, D_FF)
@@ -48,7 +48,7 @@ def test_decoder_layer_has_the_contract_parameters(new_for_names, new_layer, ref
                                materialized(layer, lambda: layer(x, memory)), DecoderLayer(D_MODEL, NUM_HEADS, D_FF),
                                names_hint=f"use the contract's submodules: {NAMES}", shape_hint=SHAPE_HINT)
     # The names are the student process's word: the module must compute with them.
-    layer = new_layer(reference_decoder_layer, "DecoderLayer", D_MODEL, NUM_HEADS, D_FF)
+    layer = new_graded(reference_decoder_layer, "DecoderLayer", D_MODEL, NUM_HEADS, D_FF)
     expect_computes_with("DecoderLayer(x, memory)", layer, reference_decoder_layer, lambda: layer(x, memory))
 
 
@@ -80,8 +80,8 @@ def test_decoder_layer_target_of_length_one(student_decoder_layer, reference_dec
                   x, memory)
 
 
-def test_decoder_layer_dropout_is_off_in_eval_mode(new_layer, reference_decoder_layer, make_input, device):
-    layer = new_layer(reference_decoder_layer, "DecoderLayer", D_MODEL, NUM_HEADS, D_FF, dropout=0.5)
+def test_decoder_layer_dropout_is_off_in_eval_mode(new_graded, reference_decoder_layer, make_input, device):
+    layer = new_graded(reference_decoder_layer, "DecoderLayer", D_MODEL, NUM_HEADS, D_FF, dropout=0.5)
     layer.method("eval")
     x, memory = make_input(2, 4, D_MODEL, seed=88), make_input(2, 6, D_MODEL, seed=89)
     _expect_layer("DecoderLayer(dropout=0.5) in eval mode", layer, reference_decoder_layer, x, memory)

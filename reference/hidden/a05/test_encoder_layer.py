@@ -37,7 +37,7 @@ def _expect_layer(what, layer, reference, x, mask=None):
                       unusable_hint=variants.PIECES_UNUSABLE)
 
 
-def test_encoder_layer_has_the_contract_parameters(new_for_names, new_layer, reference_encoder_layer, make_input):
+def test_encoder_layer_has_the_contract_parameters(new_for_names, new_graded, reference_encoder_layer, make_input):
     # The layer's own names; its pieces' names are graded where the pieces are (stock pieces).
     x = make_input(2, 3, D_MODEL, seed=200)
     layer = new_for_names(reference_encoder_layer, "EncoderLayer", D_MODEL, NUM_HEADS, D_FF)
@@ -45,7 +45,7 @@ def test_encoder_layer_has_the_contract_parameters(new_for_names, new_layer, ref
                                EncoderLayer(D_MODEL, NUM_HEADS, D_FF),
                                names_hint=f"use the contract's submodules: {NAMES}", shape_hint=SHAPE_HINT)
     # The names are the student process's word: the module must compute with them.
-    layer = new_layer(reference_encoder_layer, "EncoderLayer", D_MODEL, NUM_HEADS, D_FF)
+    layer = new_graded(reference_encoder_layer, "EncoderLayer", D_MODEL, NUM_HEADS, D_FF)
     expect_computes_with("EncoderLayer(x)", layer, reference_encoder_layer, lambda: layer(x))
 
 
@@ -73,8 +73,8 @@ def test_encoder_layer_batch_and_length_of_one(student_encoder_layer, reference_
     _expect_layer("EncoderLayer(x: (1, 1, 16))", student_encoder_layer, reference_encoder_layer, x)
 
 
-def test_encoder_layer_dropout_is_off_in_eval_mode(new_layer, reference_encoder_layer, make_input, device):
-    layer = new_layer(reference_encoder_layer, "EncoderLayer", D_MODEL, NUM_HEADS, D_FF, dropout=0.5)
+def test_encoder_layer_dropout_is_off_in_eval_mode(new_graded, reference_encoder_layer, make_input, device):
+    layer = new_graded(reference_encoder_layer, "EncoderLayer", D_MODEL, NUM_HEADS, D_FF, dropout=0.5)
     layer.method("eval")
     x = make_input(2, 5, D_MODEL, seed=74)
     _expect_layer("EncoderLayer(dropout=0.5) in eval mode", layer, reference_encoder_layer, x)

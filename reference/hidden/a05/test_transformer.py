@@ -80,7 +80,7 @@ def _expect_forward(what, model, reference, src, tgt_in):
                       fallback_hint=variants.WIRING)
 
 
-def test_transformer_has_the_contract_parameters(new_for_names, new_layer, reference_transformer, make_tokens):
+def test_transformer_has_the_contract_parameters(new_for_names, new_graded, reference_transformer, make_tokens):
     # pos_encoding.pe registered as a parameter is assignment 04's mistake, graded there; the
     # layers' pieces' names are graded where the pieces are (stock pieces).
     src, tgt_in = _tokens(make_tokens, seed=200)
@@ -90,7 +90,7 @@ def test_transformer_has_the_contract_parameters(new_for_names, new_layer, refer
                                names_hint=f"use the contract's submodules: {NAMES}", shape_hint=SHAPE_HINT,
                                ignore=("pos_encoding.pe",))
     # The names are the student process's word: the module must compute with them.
-    model = new_layer(reference_transformer, "Transformer", SRC_VOCAB, TGT_VOCAB, dropout=0.0, **TRANSFORMER_ARGS)
+    model = new_graded(reference_transformer, "Transformer", SRC_VOCAB, TGT_VOCAB, dropout=0.0, **TRANSFORMER_ARGS)
     expect_computes_with("Transformer(src, tgt_in)", model, reference_transformer, lambda: _forward(model, src, tgt_in))
 
 
@@ -172,9 +172,9 @@ def test_transformer_target_of_length_one(student_transformer, reference_transfo
     _expect_forward("Transformer(src: (2, 7), tgt_in: (2, 1))", student_transformer, reference_transformer, src, tgt_in)
 
 
-def test_transformer_dropout_is_off_in_eval_mode(new_layer, reference_transformer, make_tokens, device):
+def test_transformer_dropout_is_off_in_eval_mode(new_graded, reference_transformer, make_tokens, device):
     args = dict(TRANSFORMER_ARGS, dropout=0.1)
-    model = new_layer(reference_transformer, "Transformer", SRC_VOCAB, TGT_VOCAB, **args)
+    model = new_graded(reference_transformer, "Transformer", SRC_VOCAB, TGT_VOCAB, **args)
     model.method("eval")
     src, tgt_in = _tokens(make_tokens, seed=110)
     _expect_forward("Transformer(dropout=0.1) in eval mode", model, reference_transformer, src, tgt_in)

@@ -18,7 +18,7 @@ import pytest
 import torch
 from torch import nn
 
-from grader.suite import Remote, StockPiece, new_graded_like, randomize_norms, with_stock
+from grader.suite import Remote, StockPiece, randomize_norms
 from reference.gpt import GPT, MLP, Block, Head, MultiHead
 from reference.hidden.a07 import stock
 
@@ -82,24 +82,6 @@ def stock_pieces(student) -> list[StockPiece]:
             StockPiece("MultiHead", lambda attn: remote.method(
                 "StockMultiHead", D_MODEL, len(attn.heads), attn.heads[0].tril.size(0))),
             StockPiece("MLP", lambda mlp: remote.method("StockMLP", mlp.fc.in_features))]
-
-
-@pytest.fixture
-def new_graded(student, stock_pieces):
-    """new_graded(reference, class_name, *args, **kwargs): the student's module holding the
-    reference's weights, stock pieces where its own do not fit them."""
-    def new(reference: nn.Module, class_name: str, *args, **kwargs) -> Remote:
-        return new_graded_like(student, reference, class_name, *args, stock=stock_pieces, **kwargs)
-    return new
-
-
-@pytest.fixture
-def new_for_names(student, stock_pieces):
-    """new_for_names(reference, class_name, *args): the student's module for a check of its
-    own parameter names, stock pieces where its pieces' names are not the contract's."""
-    def new(reference: nn.Module, class_name: str, *args, **kwargs) -> Remote:
-        return with_stock(student.new(class_name, *args, **kwargs), reference, stock_pieces)
-    return new
 
 
 @pytest.fixture
