@@ -126,6 +126,10 @@ def test_check_runs_one_parts_public_tests_on_the_current_definitions(monkeypatc
     namespace["split_heads"] = lambda x, num_heads: x.view(x.shape[0], num_heads, x.shape[1], -1)  # redefined
     report = check_namespace(namespace, "split_heads")
     assert report.parts[0].score < report.parts[0].max_score
+    # The mistake in the test's own words, without pytest's "assert ... where" tensor dump.
+    named = [test.message for test in report.parts[0].tests if "mistake:" in (test.message or "")]
+    assert named == ["AssertionError: mistake: heads split with `view` and no `transpose` "
+                     "(features of different heads mixed)"]
     assert {part.id for part in check_namespace(namespace).parts} == {"split_heads", "combine_heads",
                                                                       "MultiHeadAttention"}
 
