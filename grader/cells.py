@@ -18,7 +18,7 @@ import io
 import json
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NoReturn
 
@@ -100,7 +100,7 @@ def run_cells(namespace: dict, loader_file: str) -> None:
     if kind == "notebook":
         namespace["__name__"] = "__main__"
     try:
-        with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+        with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed), loading_submission():
             for label, source in spec["cells"]:
                 here, left = where(kind, label), load_timeout_s - (time.monotonic() - started)
                 failure = _run_cell(namespace, label, source, min(cell_timeout_s, left)) if left > 0 else _TIMED_OUT
@@ -117,6 +117,35 @@ def run_cells(namespace: dict, loader_file: str) -> None:
             namespace.setdefault(name, not_defined(name))
         (folder / NOTES).write_text(json.dumps(notes), encoding="utf-8")
         (folder / OUTPUT).write_text(printed.getvalue()[-OUTPUT_CHARS:], encoding="utf-8")
+
+
+_loading = False  # a grader is running a submission's cells in this process
+
+
+@contextlib.contextmanager
+def loading_submission() -> Iterator[None]:
+    """While a grader runs a submission's cells (this module's loader, or the real grader's
+    child): the notebook's ``check()`` cells do nothing (see :func:`check_function`)."""
+    global _loading
+    was, _loading = _loading, True
+    try:
+        yield
+    finally:
+        _loading = was
+
+
+def check_function() -> Callable[..., None]:
+    """What ``from grader import check`` gives: :func:`grader.notebook_check.check`, but a check
+    that does nothing in a notebook being graded, as otter's does; the grader runs the tests."""
+    if _loading:
+        return _check_while_graded
+    from grader.notebook_check import check
+
+    return check
+
+
+def _check_while_graded(part: str | None = None, assignment: object = None) -> None:
+    """``check()`` in a notebook that a grader is loading: nothing to run, nothing to show."""
 
 
 def not_defined(name: str) -> Callable[..., NoReturn]:

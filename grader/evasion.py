@@ -84,6 +84,9 @@ PATHS = {
     "os.posix_spawn*": PROCESS,
     "signal": SIGNAL, "os.kill": SIGNAL, "os.killpg": SIGNAL,
 }
+# The grader's face to students (the handout tells them to call it in their notebook): a graded
+# notebook's check() does nothing (grader.GRADING), so it reaches nothing of the grader's.
+STUDENT_FACING = frozenset({"grader.check"})
 # Attribute names that mean one thing whatever they hang from.
 ATTRIBUTES = {
     "DisableTorchFunction": TORCH_INTERNALS, "DisableTorchFunctionSubclass": TORCH_INTERNALS,
@@ -163,6 +166,8 @@ def is_torch_object(path: str) -> bool:
 
 def _path_kinds(path: str) -> list[str]:
     """The kinds ``path`` (a dotted name, imports resolved) is one of."""
+    if path in STUDENT_FACING:
+        return []
     kinds = [kind for pattern, kind in PATHS.items()
              if (path.startswith(pattern[:-1]) if pattern.endswith("*")
                  else path == pattern or path.startswith(pattern + "."))]

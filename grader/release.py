@@ -46,9 +46,9 @@ __all__ = ["check"]
 
 def __getattr__(name: str):
     if name == "check":
-        from grader.notebook_check import check
+        from grader.cells import check_function
 
-        return check
+        return check_function()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 '''
 
@@ -162,6 +162,8 @@ In the notebook, after running its cells:
 from grader import check
 check("{assignment.parts[-1]}")   # one part's public tests on your current definitions; check() for all
 ```
+
+Leave such cells in when you hand the notebook in: when it is graded, `check()` does nothing.
 
 The public tests check shapes, sanity and a few common mistakes only, so that score is not
 your grade: the hidden tests run on submission.

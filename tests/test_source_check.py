@@ -204,6 +204,8 @@ FLAGGED = {
     "torch.ops": "import torch\nop = torch.ops.aten._softmax\n",
     "an import from torch._C": "from torch._C import DisableTorchFunction as Off\nOff()\n",
     "the grader": "from grader.sandbox import _child\n",
+    "the grader's engine, beside check": "from grader import check, grade\n",
+    "the grader's package": "import grader\ngrader.check('split_heads')\n",
     "computed getattr": "def get(obj, name):\n    return getattr(obj, name)\n",
     "setattr on torch": "import torch\nsetattr(torch, 'exp', print)\n",
     "a patched Tensor method": "import torch\ntorch.Tensor.__eq__ = lambda a, b: True\n",
@@ -232,6 +234,8 @@ NOT_FLAGGED = {
     "a docstring about /proc": '"""Nothing in /proc/ is read."""\n',
     "pytest in a notebook": "import pytest\nwith pytest.raises(ValueError):\n    int('x')\n",
     "a look in sys.modules": "import sys\nIN_COLAB = 'google.colab' in sys.modules\n",
+    # The handout tells students to: a graded notebook's check() does nothing.
+    "check() in a notebook": "from grader import check\ncheck('MultiHeadAttention')\n",
 }
 
 

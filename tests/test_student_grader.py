@@ -83,6 +83,8 @@ PARITY = {
     "a cell raises": ("raise RuntimeError('plotting failed')",),
     "a training cell never ends": ("while True:\n    pass",),
     "a part deleted": ("del combine_heads",),
+    # As the handout says to: graded, it does nothing (and is no grader internals).
+    "a check() cell": ('from grader import check\ncheck("split_heads")',),
     "a part broken": (mutant(REFERENCE, "x.view(batch, length, num_heads, d_k).transpose(1, 2)",
                              "x.view(batch, num_heads, length, d_k)"),),
 }
@@ -100,6 +102,7 @@ def test_both_graders_load_a_notebook_alike_and_pass_the_same_parts(tmp_path, ca
     public = grade_public(ASSIGNMENT_03, notebook, limits=limits)
     assert public.status == real.status == "graded"
     assert public.notes == real.notes
+    assert real.flags == []
     failed = [{part.id for part in report.parts if part.score < part.max_score} for report in (real, public)]
     # The public tests are a subset: what fails them fails the real tests too; a loading
     # problem fails the same parts in both.

@@ -27,6 +27,7 @@ from pathlib import Path
 import torch
 from torch.overrides import TorchFunctionMode
 
+from grader.cells import loading_submission
 from grader.ingest import MAX_SOURCE_BYTES, Program
 from grader.sandbox import landlock, namespaces, protocol, seccomp
 from grader.sandbox.isolation import Isolation
@@ -64,9 +65,10 @@ def run(
         program = Program.from_dict(message["program"])
         skip = frozenset(message["skip"])
         namespace = _new_namespace(program.kind)
-        for index, cell in enumerate(program.cells):
-            if index not in skip:
-                _run_cell(sock, index, cell.source, cell.label, namespace)
+        with loading_submission():
+            for index, cell in enumerate(program.cells):
+                if index not in skip:
+                    _run_cell(sock, index, cell.source, cell.label, namespace)
         protocol.send(sock, {"event": "ready", "offset": _output_offset()})
         _Server(sock, namespace).serve()
     except BaseException:  # the connection is gone or the runtime itself failed
