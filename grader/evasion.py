@@ -85,7 +85,7 @@ PATHS = {
     "signal": SIGNAL, "os.kill": SIGNAL, "os.killpg": SIGNAL,
 }
 # The grader's face to students (the handout tells them to call it in their notebook): a graded
-# notebook's check() does nothing (grader.GRADING), so it reaches nothing of the grader's.
+# notebook's check() does nothing (grader.cells.check_function), so it reaches nothing of the grader's.
 STUDENT_FACING = frozenset({"grader.check"})
 # Attribute names that mean one thing whatever they hang from.
 ATTRIBUTES = {
