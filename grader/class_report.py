@@ -21,7 +21,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from grader.class_stats import Bin, ClassStatistics, Scores, class_statistics, histogram
+from grader.class_stats import Bin, ClassStatistics, Scores, histogram, student_statistics
 from grader.export.feedback import headline
 from grader.feedback_pages import FeedbackError, StudentEntry, page_name, read_entries
 from grader.gradebook import BatchResult, read_report
@@ -78,9 +78,7 @@ def load_class_data(folder: Path) -> ClassData:
     except FeedbackError:  # a folder of reports alone: every report counts
         students = []
     graded_for_students = {entry.report_file for entry in students} & reports.keys()
-    counted = graded_for_students or reports.keys()
-    numbers = class_statistics(part_ids, [reports[name] for name in sorted(counted)],
-                               [report for name, report in reports.items() if name not in counted])
+    numbers = student_statistics(part_ids, reports, graded_for_students or reports.keys())
     return ClassData(assignments[0], numbers, skipped, students)
 
 

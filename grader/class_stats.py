@@ -10,12 +10,15 @@ import bisect
 import math
 import statistics
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
 
 from grader.report import GradeReport, Outcome, Status
 
 MOST_FREQUENT_HINTS = 10
+Key = TypeVar("Key", str, Path)  # a report's name in a results folder, or its file's path in a batch
 MAX_BINS = 10  # below full marks, each a whole number of points wide
 
 
@@ -95,6 +98,15 @@ def class_statistics(part_ids: Iterable[str], reports: Sequence[GradeReport],
         flagged=[report for report in (*reports, *also_handed_in) if report.flags],
         also_handed_in=len(also_handed_in),
     )
+
+
+def student_statistics(part_ids: Iterable[str], reports: Mapping[Key, GradeReport],
+                       graded_for_students: Iterable[Key]) -> ClassStatistics:
+    """:func:`class_statistics` of the reports graded for the students (``graded_for_students``,
+    keys of ``reports``: one file each); the others are ``also_handed_in``."""
+    counted = set(graded_for_students) & reports.keys()
+    return class_statistics(part_ids, [reports[key] for key in sorted(counted)],
+                            [report for key, report in reports.items() if key not in counted])
 
 
 @dataclass(frozen=True)

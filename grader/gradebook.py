@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader.assignment import Assignment
-from grader.class_stats import ClassStatistics, class_statistics
+from grader.class_stats import ClassStatistics, student_statistics
 from grader.export.feedback import counts, headline, part_score
 from grader.export.gradebooks import write_gradebooks
 from grader.ingest import Ungradable, read_submission, submission_sha256
@@ -71,10 +71,8 @@ class BatchResult:
     removed: list[Path] = field(default_factory=list)  # reports of files gone from the folder, moved aside
 
     def statistics(self) -> ClassStatistics:
-        """The class's numbers over the file graded for each student (see :func:`class_statistics`)."""
-        counted = {handin.graded for handin in self.handins if handin.graded in self.reports}
-        return class_statistics(self.assignment.parts, [self.reports[path] for path in sorted(counted)],
-                                [report for path, report in self.reports.items() if path not in counted])
+        """The class's numbers over the file graded for each student (see :func:`student_statistics`)."""
+        return student_statistics(self.assignment.parts, self.reports, (handin.graded for handin in self.handins))
 
     def students(self) -> list[StudentGrade]:
         return [StudentGrade(handin, self.reports.get(handin.graded) if handin.graded else None)

@@ -5,11 +5,13 @@ mutant that makes that mistake gets it as the headline hint of the part whose te
 from __future__ import annotations
 
 import ast
+from pathlib import Path
 
 import pytest
 
 from grader.assignment import Assignment
 from grader.public import MISTAKE_PREFIX, grade_public, part_of
+from grader.report import GradeReport
 from tests.conftest import mutant
 from tests.test_mistakes import ASSIGNMENTS, mutants_of, reference_submission
 
@@ -36,6 +38,14 @@ def naming_tests(assignment: Assignment) -> dict[str, set[str]]:
     return named
 
 
+def grade_mutant_publicly(assignment: Assignment, name: str, folder: Path) -> GradeReport:
+    """The student's grader's report on the reference with mutant ``name``'s mistake in it."""
+    (old, new), _ = mutants_of(assignment).MUTANTS[name]
+    submission = folder / assignment.module
+    submission.write_text(mutant(reference_submission(assignment.id), old, new), encoding="utf-8")
+    return grade_public(assignment, submission)
+
+
 @pytest.mark.parametrize("assignment", ASSIGNMENTS, ids=lambda assignment: f"a{assignment.id}")
 def test_every_mistake_a_public_test_names_is_the_contracts(assignment):
     named = {text.removeprefix(MISTAKE_PREFIX) for found in strings_by_test(assignment).values() for text in found
@@ -50,10 +60,7 @@ def test_every_mistake_a_public_test_names_is_the_contracts(assignment):
     for assignment in ASSIGNMENTS for mistake in sorted(naming_tests(assignment))
 ])
 def test_the_student_grader_names_the_mistake_a_mutant_makes(assignment, mistake, tmp_path):
-    (old, new), _ = mutants_of(assignment).MUTANTS[mutants_of(assignment).CONTRACT_MISTAKES[mistake]]
-    submission = tmp_path / assignment.module
-    submission.write_text(mutant(reference_submission(assignment.id), old, new), encoding="utf-8")
-    report = grade_public(assignment, submission)
+    report = grade_mutant_publicly(assignment, mutants_of(assignment).CONTRACT_MISTAKES[mistake], tmp_path)
     headlines = {part.id: part.hint for part in report.parts}
     parts = {part_of(test, assignment.parts) for test in naming_tests(assignment)[mistake]}
     assert any(headlines[part] == mistake for part in parts), headlines
@@ -78,8 +85,6 @@ SAME_MISTAKE = {
 def test_a_public_test_names_no_mistake_the_code_does_not_make(assignment, name, tmp_path):
     # A message checks the wrong version of the code it names, not merely that something is off:
     # a softmax over the wrong dimension in the attention is not "mask applied after the softmax".
-    (old, new), _ = mutants_of(assignment).MUTANTS[name]
-    submission = tmp_path / assignment.module
-    submission.write_text(mutant(reference_submission(assignment.id), old, new), encoding="utf-8")
-    named = {part.hint for part in grade_public(assignment, submission).parts if part.hint in assignment.mistakes}
+    report = grade_mutant_publicly(assignment, name, tmp_path)
+    named = {part.hint for part in report.parts if part.hint in assignment.mistakes}
     assert named <= {SAME_MISTAKE.get((assignment.id, name))}, named
