@@ -86,7 +86,9 @@ PATHS = {
 }
 # The grader's face to students (the handout tells them to call it in their notebook): a graded
 # notebook's check() does nothing (grader.cells.check_function), so it reaches nothing of the grader's.
+# Importing the package is how `grader.check(...)` is spelled: what is then used of it is checked.
 STUDENT_FACING = frozenset({"grader.check"})
+STUDENT_FACING_PACKAGE = "grader"
 # Attribute names that mean one thing whatever they hang from.
 ATTRIBUTES = {
     "DisableTorchFunction": TORCH_INTERNALS, "DisableTorchFunctionSubclass": TORCH_INTERNALS,
@@ -131,7 +133,7 @@ def constructs(source: ParsedSource, statement: Statement) -> list[Construct]:
         found.setdefault((kind, node.lineno), detail)
 
     for path, line in statement.imports:
-        for kind in _path_kinds(path):
+        for kind in _path_kinds(path) if path != STUDENT_FACING_PACKAGE else ():
             found.setdefault((kind, line), f"import {path}")
     for module in statement.star_imports:
         for kind in _path_kinds(module):

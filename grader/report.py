@@ -60,11 +60,11 @@ class PartResult:
 
 @dataclass(frozen=True)
 class Flag:
-    """Something in the submission's source that looks evasive, found by the grader reading
-    it (never by running it): for the instructor to look at. Points follow only where a part
-    forbids it, and then the part's own hint says so."""
+    """Something for the instructor to look at: a construct in the submission's source that
+    looks evasive, found by reading it, or a call whose operators may have run without the
+    grader's recording, found while running it. No points follow from a flag."""
 
-    kind: str  # e.g. "torch-internals", "computed-attribute", "forbidden-builtin"
+    kind: str  # e.g. "torch-internals", "computed-attribute", "unrecorded-operators"
     where: str  # as the student numbers it: "mha.py line 12", "cell 4, line 3"
     detail: str  # what was found, e.g. "torch._C.DisableTorchFunction"
 

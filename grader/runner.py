@@ -72,7 +72,7 @@ def run_suite(assignment: Assignment, program: Program | None, limits: Limits, d
         if session is None:
             return SuiteResult(tuple(tests))
         session.close()  # a child's output is collected when it ends
-        flags = tuple(program_flags(program))  # here, not in the grader: in parallel
+        flags = (*program_flags(program), *session.flags)  # here, not in the grader: in parallel
         return SuiteResult(tuple(tests), tuple(session.notes), session.output(), flags)
     finally:
         if session is not None:

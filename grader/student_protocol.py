@@ -69,9 +69,11 @@ class Student(Protocol):
         process; returns its module, whose functions and classes build objects there."""
 
     def watching(self, ops: set[str]) -> AbstractContextManager[list[str]]:
-        """Within the block, record which of these torch functions (by ``__name__``) the
-        student's code runs; yields the list. The student's process's word: see
-        :func:`grader.source_check.check_function` for a verdict it cannot change."""
+        """Within the block, record which of these operators (schema names, ``aten::_softmax``)
+        run in the student's calls, however reached; yields the list. An operator is reported
+        the moment it runs, so a listed one did run: evidence for a deduction. An empty list is
+        the absence of evidence (the code may have switched the recording off; the grader
+        flags what suggests so)."""
 
     def backward(self, name: str, *args: Any, grad_output: torch.Tensor, **kwargs: Any) -> Backward:
         """Call ``name`` and backpropagate ``grad_output`` through it in the student's process."""

@@ -12,8 +12,10 @@ Fixtures, served to every suite by the grader's pytest plugin (never imported):
   ``mha.method("eval")``, ``mha.inspect()``; ``student.new_like(reference, "MultiHeadAttention",
   24, 3)`` holds the reference's parameters; ``student.backward(...)`` and ``obj.backward(...)``
   return the gradients (:class:`Backward`); ``student.define(name, source)`` runs grader-provided
-  helper code in the student's process; ``student.watching(ops)`` records which torch functions
-  run; ``student.program`` is the source, for :func:`check_function`.
+  helper code in the student's process; ``student.watching(ops)`` records which of these
+  operators (``aten::_softmax``) run in the student's calls, reported as each one runs: a rule
+  such as "no built-in softmax" is decided from what ran, never from the source;
+  ``student.program`` is the source as the grader read it.
 - ``device``: the device the suite runs on; put inputs and reference modules there.
 - ``make_input(*shape, seed=n, scale=..., dtype=torch.float32)``: a seeded normal tensor on
   ``device``; ``scale`` defaults to the ``input_scale`` fixture (1.0), which a suite's
@@ -69,9 +71,6 @@ reference's weights (:func:`with_stock` does it to a module already built), and
 :func:`noting_stock` adds ``STOCK_REPLACED`` to the hint of a check that fails on it. A
 lazy module (``nn.LazyLinear``) reports ``inspect()["uninitialized"]``; loading parameters
 materializes it, and :func:`materialized` runs a forward pass before an inspection.
-
-Source rules: :func:`check_function` reads which names a function of the submission can
-reach, in the trusted process (:class:`SourceCheck`).
 """
 
 from grader.checks import (
@@ -109,7 +108,6 @@ from grader.part_isolation import (
 )
 from grader.sandbox.errors import StudentCrashed, StudentError, StudentException, StudentNotFound, StudentTimeout
 from grader.sandbox.session import Backward
-from grader.source_check import SourceCheck, check_function
 from grader.student_protocol import Remote, Student
 
 __all__ = [
@@ -128,6 +126,4 @@ __all__ = [
     "expect_gradients", "expect_wiring", "randomize_norms",
     # stock pieces and lazy modules
     "STOCK_REPLACED", "StockPiece", "materialized", "new_graded_like", "noting_stock", "with_stock",
-    # source rules
-    "SourceCheck", "check_function",
 ]

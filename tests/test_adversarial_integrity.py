@@ -5,12 +5,8 @@ sandbox: they attack verdicts that once rested on the student process's word, wh
 own code can change. Each attack scored full marks before the trusted side checked for
 itself (see the commit that added this file):
 
-- assignment 01 forbids a built-in softmax. The runtime watch lives in the student's
-  process, so it can be switched off (``torch._C.DisableTorchFunction``, patching the
-  watcher) or never see a softmax inside another built-in (``scaled_dot_product_attention``,
-  ``softmin``). The trusted side now reads the source (``grader.source_check``): each
-  evasion must cost the ``softmax`` part what the honest ``torch.softmax`` costs, and the
-  report must flag it for the instructor;
+- assignment 01's forbidden built-in softmax has a file of its own,
+  ``tests/test_forbidden_builtin.py``;
 - assignment 06's end-to-end test once scored the losses ``train_step`` returned: a step
   that never trains but returns falling numbers must score 0 there;
 - tests that took the student process's description of an object (``inspect()``'s
@@ -23,92 +19,12 @@ from __future__ import annotations
 import pytest
 
 from reference import as_submission
-from reference.hidden.a01 import variants as variants_01
 from reference.hidden.a06 import variants as variants_06
-from tests.conftest import ASSIGNMENTS, assert_valid, mutant, notebook_text, part
+from tests.conftest import ASSIGNMENTS, assert_valid, mutant, part
 
 pytestmark = pytest.mark.slow
-REFERENCE_01 = as_submission("attention")
 REFERENCE_05 = as_submission("layers")
 REFERENCE_06 = as_submission("training")
-SOFTMAX_BODY = ("    row_max = x.amax(dim=dim, keepdim=True)\n"
-                "    row_max = torch.where(torch.isfinite(row_max), row_max, torch.zeros_like(row_max))\n"
-                "    exp = torch.exp(x - row_max)\n"
-                "    return exp / exp.sum(dim=dim, keepdim=True)\n")
-OTHER_PARTS_01 = ("attention_scores", "scaled_dot_product_attention", "SelfAttention")
-
-
-def softmax_body(body: str, *, before: str = "") -> str:
-    """The 01 reference with ``body`` as softmax's body and ``before`` at the top of the module."""
-    return before + mutant(REFERENCE_01, SOFTMAX_BODY, body)
-
-
-# The helper the notebook attack redefines in a later cell, honest at first.
-HONEST_HELPER = "def _normalise(e, dim):\n    return e / e.sum(dim=dim, keepdim=True)\n"
-SNEAKY_HELPER = ("import torch\n"
-                 "def _normalise(e, dim):\n"
-                 "    with torch._C.DisableTorchFunction():\n"
-                 "        return torch.softmax(e.log(), dim)\n")
-
-
-def later_cell_redefines_a_helper() -> str:
-    """A notebook whose softmax calls an honest helper, redefined three cells later."""
-    honest_softmax = mutant(REFERENCE_01, SOFTMAX_BODY,
-                            "    row_max = x.amax(dim=dim, keepdim=True)\n"
-                            "    row_max = torch.where(torch.isfinite(row_max), row_max, torch.zeros_like(row_max))\n"
-                            "    return _normalise(torch.exp(x - row_max), dim)\n")
-    return notebook_text(HONEST_HELPER, honest_softmax, "x = torch.randn(2, 3)\nprint(softmax(x))", SNEAKY_HELPER)
-
-
-SDPA_BODY = (
-    "    # softmax(0 @ 0^T + mask) @ I: the built-in attention's own softmax, over dim\n"
-    "    xt = x.movedim(dim, -1)\n"
-    "    n = xt.size(-1)\n"
-    "    q = xt.new_zeros(*xt.shape[:-1], 1)\n"
-    "    k = xt.new_zeros(*xt.shape[:-2], n, 1)\n"
-    "    v = torch.eye(n, dtype=x.dtype, device=x.device).expand(*xt.shape[:-2], n, n)\n"
-    "    return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=xt).movedim(-1, dim)\n")
-
-# name -> (submission, suffix, the flag kind the report must carry)
-ATTACKS_01 = {
-    "DisableTorchFunction at module level, torch.softmax inside": (
-        softmax_body("    return torch.softmax(x, dim=dim)\n",
-                     before="import torch\ntorch._C.DisableTorchFunction().__enter__()\n"),
-        ".py", "torch-internals"),
-    "the softmax inside scaled_dot_product_attention": (softmax_body(SDPA_BODY), ".py", "forbidden-builtin"),
-    "softmin of -x": (softmax_body("    return torch.nn.functional.softmin(-x, dim=dim)\n"), ".py",
-                      "forbidden-builtin"),
-    "an alias at module level": (
-        softmax_body("    return _normalise(-x, dim)\n",
-                     before="import torch.nn.functional\n_normalise = torch.nn.functional.softmin\n"),
-        ".py", "forbidden-builtin"),
-    "getattr with a computed name": (
-        softmax_body('    return getattr(torch.nn.functional, "soft" + "min")(-x, dim)\n'), ".py",
-        "computed-attribute"),
-    "the grader's watcher patched": (
-        softmax_body("    return torch.softmax(x, dim=dim)\n",
-                     before="import grader.sandbox._child as child\n"
-                            "child._OpWatcher.__torch_function__ = "
-                            "lambda self, func, types, args=(), kwargs=None: func(*args, **(kwargs or {}))\n"),
-        ".py", "grader-internals"),
-    "a later notebook cell redefines a helper": (later_cell_redefines_a_helper(), ".ipynb", "torch-internals"),
-}
-
-
-@pytest.mark.parametrize("attack", ATTACKS_01)
-def test_an_evaded_built_in_softmax_scores_like_the_honest_one_and_is_flagged(grade_source, attack):
-    source, suffix, flag_kind = ATTACKS_01[attack]
-    report = grade_source(source, suffix=suffix, assignment=ASSIGNMENTS / "01")
-    assert_valid(report)
-    softmax = part(report, "softmax")
-    assert softmax.score == 0, (attack, softmax.hint)  # as torch.softmax: every softmax test fails
-    assert softmax.hint and (variants_01.FORBIDDEN_SOFTMAX in softmax.hint
-                             or variants_01.UNVERIFIABLE_SOFTMAX in softmax.hint), softmax.hint
-    for part_id in OTHER_PARTS_01:
-        assert part(report, part_id).score == part(report, part_id).max_score, (part_id, part(report, part_id).hint)
-    assert flag_kind in {flag.kind for flag in report.flags}, report.flags
-
-
 def test_a_train_step_that_reports_falling_losses_without_training_scores_nothing_end_to_end(grade_source):
     source = ("_calls = []\n\n\n"
               "def train_step(model, src, tgt, optimizer, pad_idx, clip_norm=1.0):\n"

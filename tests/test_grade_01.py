@@ -28,14 +28,14 @@ def grade_01(grade_source):
     return run
 
 
-# Every route to a built-in softmax, and the name the grader sees for it.
+# Every route to a built-in softmax, and the operator the grader sees run for it.
 FORBIDDEN = {
-    "torch.softmax": ("torch.softmax(x, dim=dim)", "softmax"),
-    "F.softmax": ("torch.nn.functional.softmax(x, dim=dim)", "softmax"),
-    "nn.Softmax": ("nn.Softmax(dim=dim)(x)", "softmax"),
-    "Tensor.softmax": ("x.softmax(dim)", "softmax"),
-    "log_softmax": ("torch.log_softmax(x, dim=dim).exp()", "log_softmax"),
-    "torch.special.softmax": ("torch.special.softmax(x, dim)", "special_softmax"),
+    "torch.softmax": ("torch.softmax(x, dim=dim)", "_softmax"),
+    "F.softmax": ("torch.nn.functional.softmax(x, dim=dim)", "_softmax"),
+    "nn.Softmax": ("nn.Softmax(dim=dim)(x)", "_softmax"),
+    "Tensor.softmax": ("x.softmax(dim)", "_softmax"),
+    "log_softmax": ("torch.log_softmax(x, dim=dim).exp()", "_log_softmax"),
+    "torch.special.softmax": ("torch.special.softmax(x, dim)", "_softmax"),
     "aten._softmax": ("torch.ops.aten._softmax(x, dim, False)", "_softmax"),
 }
 

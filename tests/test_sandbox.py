@@ -218,13 +218,43 @@ def test_watching_sees_a_builtin_softmax_however_it_is_called(session_for, call)
                           f"def softmax(x, dim=-1):\n    return {call}\n"
                           "def by_hand(x, dim=-1):\n    e = (x - x.amax(dim, keepdim=True)).exp()\n"
                           "    return e / e.sum(dim, keepdim=True)\n")
-    watched = {"softmax", "log_softmax", "_softmax", "_log_softmax", "special_softmax"}
+    watched = {"aten::_softmax", "aten::_log_softmax"}
     with session.watching(watched) as seen:
         session.call("softmax", torch.randn(2, 3))
     assert seen and set(seen) <= watched
     with session.watching(watched) as seen:
         session.call("by_hand", torch.randn(2, 3))
     assert seen == []
+    assert session.flags == []
+
+
+def test_an_operator_is_reported_as_it_runs_so_the_code_cannot_take_it_back(session_for):
+    # The recording's own account, emptied and then switched off after the softmax ran: the
+    # grader already has the operator, and flags the recording that was gone at the return.
+    session = session_for("import torch\nfrom torch.utils import _python_dispatch\n"
+                          "def softmax(x, dim=-1):\n    out = torch.softmax(x, dim)\n"
+                          "    recorder = _python_dispatch._get_current_dispatch_mode()\n"
+                          "    recorder._reported.clear()\n    recorder._made.clear()\n"
+                          "    _python_dispatch._pop_mode()\n"
+                          "    return out\n")
+    with session.watching({"aten::_softmax"}) as seen:
+        session.call("softmax", torch.randn(2, 3))
+    assert seen == ["aten::_softmax"]
+    assert {flag.detail for flag in session.flags} == {
+        "the returned tensor of shape (2, 3) was made by no recorded operator",
+        "the recording was replaced by NoneType when the call returned"}
+
+
+def test_an_operator_event_the_request_did_not_ask_for_is_a_crash(session_for):
+    session = session_for("import os, socket, struct, json\n"
+                          "def lie(x):\n"
+                          "    sock = socket.socket(fileno=os.dup(512))\n"
+                          "    header = json.dumps({'event': 'operator', 'name': 'aten::_softmax'}).encode()\n"
+                          "    sock.sendall(struct.pack('>QQ', len(header), 0) + header)\n"
+                          "    return x\n")
+    with pytest.raises(StudentCrashed, match="invalid reply"):
+        with session.watching({"aten::exp"}):
+            session.call("lie", torch.randn(2))
 
 
 def test_defined_helpers_build_objects_the_student_code_can_use(session_for):

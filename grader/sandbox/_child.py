@@ -25,7 +25,8 @@ import types
 from pathlib import Path
 
 import torch
-from torch.overrides import TorchFunctionMode
+import torch.utils._pytree
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from grader.cells import loading_submission
 from grader.ingest import MAX_SOURCE_BYTES, Program
@@ -270,14 +271,26 @@ class _Server:
             if op is None:
                 return {"status": Status.BAD_REQUEST, "message": f"unknown op {header.get('op')!r}"}, {}
             encoder = protocol.Encoder(to_handle=self._handle_for)
-            watcher = _OpWatcher(header.get("watch") or ())
-            with watcher:
+            watched = header.get("watch")
+            if not watched:
+                return {"status": Status.OK, "value": encoder.encode(op(header, tensors))}, encoder.tensors
+            with _OpRecorder(self._sock, watched, self._known_tensors(tensors)) as recorder:
                 value = op(header, tensors)
-            return {"status": Status.OK, "value": encoder.encode(value), "ops": watcher.seen}, encoder.tensors
+                unrecorded = recorder.unrecorded(value["output"] if header.get("op") == "backward" else value)
+            return {"status": Status.OK, "value": encoder.encode(value), "unrecorded": unrecorded}, encoder.tensors
         except _NotFound as exc:
             return {"status": Status.NOT_FOUND, "name": str(exc)}, {}
         except BaseException as exc:
             return {"status": Status.EXCEPTION, **describe_exception(exc)}, {}
+
+    def _known_tensors(self, received: dict) -> list[torch.Tensor]:
+        """The tensors a call may use without an operator making them: what the grader sent,
+        and the parameters and buffers of the modules it holds."""
+        known = list(received.values())
+        for obj in self._objects.values():
+            if isinstance(obj, torch.nn.Module):
+                known += [*obj.parameters(), *obj.buffers()]
+        return known
 
     def _handle_for(self, obj: object) -> Handle:
         handle_id = self._ids.get(id(obj))
@@ -356,25 +369,67 @@ class _NotFound(Exception):
     pass
 
 
-class _OpWatcher(TorchFunctionMode):
-    """Records which of the watched torch functions run, by name, whichever way they are
-    reached (``torch.softmax``, ``F.softmax``, ``nn.Softmax``, a method, an alias, or
-    ``torch.ops.aten._softmax``). A function mode costs ~2 ms; a dispatch mode would
-    lazily import torch._dynamo in every child (~1.6 s)."""
+class _OpRecorder(TorchDispatchMode):
+    """Records the operators that run below every Python-level route to them (aliases,
+    ``torch.ops``, another built-in with one inside: a cross-entropy runs ``_log_softmax``).
 
-    def __init__(self, names):
+    A watched operator is reported to the grader the moment it first runs, so nothing the
+    student's code does afterwards takes it back. The code can switch the recording off
+    beforehand (it runs in this process); what suggests it did goes to the grader at the end
+    (:meth:`unrecorded`), as evidence for the instructor, never as a verdict. Every tensor the
+    call makes stays alive until it returns (an id must not be reused): watch small calls."""
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        return False  # else torch wraps __torch_dispatch__ in a torch._dynamo guard: 1.6 s of imports per child
+
+    def __init__(self, sock: socket.socket, watched, inputs):
         super().__init__()
-        self._names = frozenset(names)
-        self.seen: list[str] = []
+        self._sock = sock
+        self._watched = frozenset(str(name) for name in watched)
+        self._reported: set[str] = set()
+        self._made = {id(tensor): tensor for tensor in inputs}  # kept alive, so no id is reused
+        self._foreign: dict[str, None] = {}
 
-    def __enter__(self):
-        return super().__enter__() if self._names else self
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = func._schema.name
+        if name in self._watched and name not in self._reported:
+            self._reported.add(name)
+            protocol.send(self._sock, {"event": "operator", "name": name})
+        kwargs = kwargs or {}
+        for tensor in _tensors((args, kwargs)):
+            if id(tensor) not in self._made and tensor.numel() > 1:
+                self._foreign.setdefault(f"{name} received a tensor of shape {tuple(tensor.shape)} that no "
+                                         "recorded operator made", None)
+        out = func(*args, **kwargs)
+        for tensor in _tensors(out):
+            self._made[id(tensor)] = tensor
+        return out
 
     def __exit__(self, *exc_info):
-        return super().__exit__(*exc_info) if self._names else None
+        try:
+            super().__exit__(*exc_info)
+        except Exception:  # noqa: BLE001 - the code emptied the mode stack itself: unrecorded() said so
+            pass
 
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        name = getattr(func, "__name__", "")
-        if name in self._names and name not in self.seen:
-            self.seen.append(name)
-        return func(*args, **(kwargs or {}))
+    def unrecorded(self, value) -> list[str]:
+        """What suggests that operators ran unrecorded: tensors that appeared from nowhere, and
+        a recording that was no longer in force when the call returned."""
+        evidence = list(self._foreign)
+        evidence += [f"the returned tensor of shape {tuple(tensor.shape)} was made by no recorded operator"
+                     for tensor in _tensors(value) if id(tensor) not in self._made]
+        current = torch.utils._python_dispatch._get_current_dispatch_mode()
+        if current is not self:
+            evidence.append(f"the recording was replaced by {type(current).__name__} when the call returned")
+        if torch._C._dispatch_tls_is_dispatch_key_excluded(torch._C.DispatchKey.Python):
+            evidence.append("the dispatch key the recording listens on was switched off when the call returned")
+        if type(self).__dict__["__torch_dispatch__"] is not _RECORD:
+            evidence.append("the recording's own code was replaced")
+        return evidence[:8]
+
+
+_RECORD = _OpRecorder.__dict__["__torch_dispatch__"]
+
+
+def _tensors(tree) -> list[torch.Tensor]:
+    return [leaf for leaf in torch.utils._pytree.tree_leaves(tree) if isinstance(leaf, torch.Tensor)]

@@ -63,8 +63,9 @@ class ChildProcess:
                  timeout_s: float | None = None) -> tuple[dict, Any]:
         """Send one request to the live child and wait for its reply, within the call's time
         limit (``timeout_s``, by default ``limits.call_timeout_s``) and what is left of the
-        submission's. Returns the reply and, when its status is
-        OK, its decoded value. A child that runs past the deadline, hangs up or sends no valid
+        submission's. Returns the reply, with ``operators``: the watched operators (the
+        request's ``watch``) the child reported as they ran, and, when its status is OK, its
+        decoded value. A child that runs past the deadline, hangs up or sends no valid
         reply is retired: :class:`StudentTimeout` or :class:`StudentCrashed`."""
         child = self._live_child()
         timeout_s = self.limits.call_timeout_s if timeout_s is None else timeout_s
@@ -72,9 +73,12 @@ class ChildProcess:
         started = time.monotonic()
         try:
             protocol.send(child.sock, header, tensors, deadline)
-            reply, reply_tensors = protocol.recv(child.sock, deadline)
+            operators = []
+            while (message := protocol.recv(child.sock, deadline))[0].get("event") == "operator":
+                operators.append(_watched_operator(message[0], header.get("watch") or (), operators))
+            reply, reply_tensors = message
             value = protocol.decode(reply.get("value"), reply_tensors) if reply.get("status") == Status.OK else None
-            return reply, value
+            return dict(reply, operators=operators), value
         except Deadline:
             self._retire()
             raise StudentTimeout(self._time_limit_message(label, budget_bound, timeout_s)) from None
@@ -297,3 +301,11 @@ def describe_exit(status: int | None, limits: Limits) -> str:
         signal.SIGABRT: "aborted, often memory exhausted",
     }
     return reasons.get(signum, f"killed by {signal.Signals(signum).name}")
+
+
+def _watched_operator(event: dict, watched, reported: list[str]) -> str:
+    """The operator an ``operator`` event names: one the request watches, reported once."""
+    name = event.get("name")
+    if not isinstance(name, str) or name not in watched or name in reported:
+        raise ProtocolError("an operator event the request did not ask for")
+    return name

@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from grader.ingest import Program
+from grader.report import Flag
 from grader.sandbox import protocol
 from grader.sandbox.child_process import ChildProcess
 from grader.sandbox.hung_calls import HungCalls
@@ -41,6 +42,11 @@ from grader.sandbox.reference_timing import Construction, reference_seconds
 from grader.sandbox.zygote import Zygote
 from grader.sanitize import clean
 
+# A call whose operators may have run without the recording (the report's flag kind).
+UNRECORDED_OPERATORS = "unrecorded-operators"
+UNRECORDED_PER_CALL = 8
+MAX_SESSION_FLAGS = 20
+
 
 @dataclass(frozen=True)
 class Backward:
@@ -58,6 +64,7 @@ class StudentSession:
         self._reference = reference
         self._reference_s: dict[str, float | None] = {}  # by call label, measured once
         self._watch: tuple[set[str], list[str]] | None = None  # see watching()
+        self._flags: dict[Flag, None] = {}
 
     # ---- the API hidden tests use --------------------------------------------------------
 
@@ -94,9 +101,11 @@ class StudentSession:
 
     @contextmanager
     def watching(self, ops: set[str]) -> Iterator[list[str]]:
-        """Within the block, record which of these torch functions (by ``__name__``, e.g.
-        ``softmax``, ``_softmax``, ``special_softmax``) the student's code runs; yields the
-        list, filled as calls return."""
+        """Within the block, record which of these operators (by their schema name, e.g.
+        ``aten::_softmax``, ``aten::_log_softmax``) run during the student's calls, whatever
+        Python route reached them; yields the list, filled as the child reports each one,
+        the moment it runs. What suggests the code switched the recording off is kept as a
+        flag for the instructor (:attr:`flags`), never a verdict."""
         seen: list[str] = []
         previous, self._watch = self._watch, (set(ops), seen)
         try:
@@ -119,6 +128,12 @@ class StudentSession:
         """What the student's code printed, bounded by ``limits.output_bytes``."""
         return self._process.output()
 
+    @property
+    def flags(self) -> list[Flag]:
+        """What the grader saw while the suite ran, for the instructor: calls whose operators
+        may have run unrecorded (see :meth:`watching`)."""
+        return list(self._flags)
+
     def close(self) -> None:
         self._process.close()
 
@@ -134,6 +149,15 @@ class StudentSession:
                 and isinstance(params, dict) and all(isinstance(g, torch.Tensor) for g in params.values())):
             raise StudentCrashed(f"{label}: malformed reply to a backward request")
         return Backward(value.get("output"), tuple(grads), params)
+
+    def _note_unrecorded(self, label: str, evidence: Any) -> None:
+        """The child's own account of why its recording may be incomplete: bounded, cleaned,
+        kept as flags (the child can leave things out, so an empty account proves nothing)."""
+        for item in (evidence if isinstance(evidence, list) else [])[:UNRECORDED_PER_CALL]:
+            if len(self._flags) < MAX_SESSION_FLAGS:
+                detail = clean(str(item), MESSAGE_CHARS)
+                self._flags.setdefault(Flag(UNRECORDED_OPERATORS, f"a call of {clean(label, TYPE_NAME_CHARS)}",
+                                            detail), None)
 
     def _request(self, header: dict, label: str, args, kwargs, extra: dict | None = None,
                  owner: RemoteObject | None = None) -> Any:
@@ -157,9 +181,10 @@ class StudentSession:
             self._hung.timed_out(label)
             raise StudentTimeout(f"{exc} ({shortened})" if shortened else str(exc)) from None
         status = reply.get("status")
-        if self._watch and isinstance(reply.get("ops"), list):
-            watched, seen = self._watch
-            seen.extend(op for op in reply["ops"] if op in watched and op not in seen)
+        if self._watch:
+            seen = self._watch[1]
+            seen.extend(op for op in reply["operators"] if op not in seen)
+            self._note_unrecorded(label, reply.get("unrecorded"))
         if status == Status.OK:
             return self._wrap(value)
         if status == Status.NOT_FOUND:
