@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import pytest
 
+from grader.sandbox.limits import Limits
 from reference import as_submission
 from reference.hidden.a01 import variants
-from tests.conftest import ASSIGNMENTS, assert_valid, mutant, notebook_text, part
+from tests.conftest import ASSIGNMENTS, TEST_LIMITS, assert_valid, mutant, notebook_text, part
 
 pytestmark = pytest.mark.slow
 
@@ -40,8 +41,12 @@ def with_softmax(body: str, *, before: str = "", after: str = "") -> str:
     return before + mutant(REFERENCE, SOFTMAX_BODY, body) + after
 
 
+# The defaults' time limits: torch.compile's first call takes seconds, more on a busy machine.
+LIMITS = Limits(memory_bytes=TEST_LIMITS.memory_bytes)
+
+
 def grade_01(grade_source, source: str, suffix: str = ".py"):
-    report = grade_source(source, suffix=suffix, assignment=ASSIGNMENTS / "01")
+    report = grade_source(source, suffix=suffix, assignment=ASSIGNMENTS / "01", limits=LIMITS)
     assert_valid(report)
     assert report.status == "graded", report.error
     return report
@@ -73,6 +78,22 @@ HONEST = {
     "a module-level F.softmax used only to compare in a demo": with_softmax(
         SOFTMAX_BODY, before="import torch.nn.functional as F\n",
         after="\n\ndef _compare():\n    x = torch.randn(2, 3)\n    return (softmax(x) - F.softmax(x, -1)).abs().max()\n"),
+    "compiled with torch.compile": with_softmax(
+        "    return _compiled(x, dim)\n",
+        after="\n\n@torch.compile(backend='eager')\ndef _compiled(x, dim: int):\n"
+              "    m = torch.nan_to_num(x.amax(dim=dim, keepdim=True), neginf=0.0)\n"
+              "    e = torch.exp(x - m)\n    return e / e.sum(dim=dim, keepdim=True)\n"),
+    "a cache of tensors kept between calls": with_softmax(
+        "    m = x.amax(dim=dim, keepdim=True)\n"
+        "    key = (m.shape, m.dtype, m.device)\n"
+        "    if key not in _ZEROS:\n        _ZEROS[key] = torch.zeros_like(m)\n"
+        "    e = torch.exp(x - torch.where(torch.isfinite(m), m, _ZEROS[key]))\n"
+        "    return e / e.sum(dim=dim, keepdim=True)\n", after="\n\n_ZEROS = {}\n"),
+    "a module-level constant tensor": with_softmax(
+        "    z = x.movedim(dim, -1)\n"
+        "    e = torch.exp(z - torch.nan_to_num(z.amax(-1, keepdim=True), neginf=0.0))\n"
+        "    return (e / (e @ _ONES[: z.shape[-1]].to(e.dtype)).unsqueeze(-1)).movedim(-1, dim)\n",
+        after="\n\n_ONES = torch.ones(4096)\n"),
     "check() through the package in a notebook": (notebook_text(
         REFERENCE, "import grader\ngrader.check('softmax')", "import grader as g\ng.check(part='softmax')",
         "from grader import check\ncheck('softmax')", "from grader import check as verify\nverify('softmax')"), ".ipynb"),
@@ -134,6 +155,9 @@ CHEATS = {
     "torch.ops.aten._softmax": with_softmax("    return torch.ops.aten._softmax(x, dim, False)\n"),
     "a distribution's probabilities": with_softmax(
         "    return torch.distributions.Categorical(logits=x.movedim(dim, -1)).probs.movedim(-1, dim)\n"),
+    "a compiled softmax": with_softmax(
+        "    return _compiled(x, dim)\n",
+        after="\n\n@torch.compile(backend='eager')\ndef _compiled(x, dim: int):\n    return torch.softmax(x, dim)\n"),
     "torch functions switched off at module level": with_softmax(
         "    return torch.softmax(x, dim=dim)\n", before="import torch\ntorch._C.DisableTorchFunction().__enter__()\n"),
     "a later notebook cell redefines a helper": (notebook_text(
@@ -168,36 +192,89 @@ def test_the_hint_names_the_operator_that_ran(grade_source):
 
 # ---- switching the recording off: a flag with its evidence, never a deduction ---------------
 
-# name -> (submission, the softmax tests that fail). A recording switched off for the forward
-# pass only still sees the gradient test's backward, and softmax's own backward kernel
-# (aten::_softmax_backward_data) is evidence that a built-in softmax ran: that test's 1 point
-# goes. A recording popped for good sees nothing more: no evidence, no deduction.
+# A softmax whose own backward (softmax's formula) keeps the gradient test from running
+# torch's softmax backward kernel under the recording.
+CUSTOM_BACKWARD = (
+    "\n\nclass _Softmax(torch.autograd.Function):\n"
+    "    @staticmethod\n"
+    "    def forward(ctx, x, dim):\n"
+    "        y = _forward(x, dim)\n"
+    "        ctx.save_for_backward(y)\n"
+    "        ctx.dim = dim\n"
+    "        return y\n\n"
+    "    @staticmethod\n"
+    "    def backward(ctx, g):\n"
+    "        (y,) = ctx.saved_tensors\n"
+    "        return y * (g - (g * y).sum(ctx.dim, keepdim=True)), None\n")
+
+
+def through_custom_backward(forward: str, before: str = "") -> str:
+    """A softmax that computes its output with ``forward`` (the body of ``_forward(x, dim)``)."""
+    return with_softmax("    return _Softmax.apply(x, dim)\n", before=before,
+                        after=CUSTOM_BACKWARD + "\n\ndef _forward(x, dim):\n" + forward)
+
+
+# name -> (submission, the softmax tests that fail, the evidence flagged). A recording switched
+# off for the forward pass only still sees the gradient test's backward, and softmax's own
+# backward kernel (aten::_softmax_backward_data) is evidence that a built-in softmax ran: that
+# test's 1 point goes. Otherwise nothing was seen to run: no evidence, no deduction.
 SWITCHED_OFF = {
     "the dispatch key excluded": (with_softmax(
         "    with torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(torch._C.DispatchKey.Python)):\n"
-        "        return torch.softmax(x, dim)\n"), ["test_softmax_gradient"]),
+        "        return torch.softmax(x, dim)\n"), ["test_softmax_gradient"], "made by no recorded operator"),
     "the current modes disabled": (with_softmax(
         "    with torch.utils._python_dispatch._disable_current_modes():\n"
-        "        return torch.softmax(x, dim)\n"), ["test_softmax_gradient"]),
+        "        return torch.softmax(x, dim)\n"), ["test_softmax_gradient"], "made by no recorded operator"),
     "the recording popped and never put back": (with_softmax(
         "    if torch._C._len_torch_dispatch_stack():\n"
         "        torch._C._pop_torch_dispatch_stack(None)\n"
-        "    return torch.softmax(x, dim)\n"), []),
+        "    return torch.softmax(x, dim)\n"), [], "made by no recorded operator"),
     "the result smuggled into a recorded operator": (with_softmax(
         "    with torch.utils._python_dispatch._disable_current_modes():\n"
         "        done = torch.softmax(x, dim)\n"
-        "    return done.clone()\n"), ["test_softmax_gradient"]),
+        "    return done.clone()\n"), ["test_softmax_gradient"], "that no recorded operator made"),
+    "written in place while the modes are disabled": (through_custom_backward(
+        "    y = torch.empty_like(x)\n"
+        "    with torch.utils._python_dispatch._disable_current_modes():\n"
+        "        y.copy_(torch.softmax(x, dim))\n"
+        "    return y\n"), [], "changed in place by no recorded operator"),
+    "written in place by another thread": (through_custom_backward(
+        "    y = torch.empty_like(x)\n"
+        "    worker = threading.Thread(target=lambda: y.copy_(torch.softmax(x, dim)))\n"
+        "    worker.start()\n    worker.join()\n    return y\n", before="import threading\n"),
+        [], "changed in place by no recorded operator"),
+    "a tensor subclass that dispatches on its own": (through_custom_backward(
+        "    trigger = torch.Tensor._make_subclass(_Trigger, torch.zeros(()))\n"
+        "    trigger.dim_ = dim\n"
+        "    return torch.add(x, trigger)\n",
+        before="import torch\n\n\nclass _Trigger(torch.Tensor):\n    @classmethod\n"
+               "    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):\n"
+               "        return torch.softmax(args[0], args[1].dim_)\n\n\n"),
+        [], "a tensor subclass that runs operators of its own"),
 }
 
 
 @pytest.mark.parametrize("name", SWITCHED_OFF)
 def test_a_recording_switched_off_is_flagged_with_its_evidence_and_costs_nothing(grade_source, name):
-    source, failing = SWITCHED_OFF[name]
+    source, failing, evidence = SWITCHED_OFF[name]
     report = grade_01(grade_source, source)
     unrecorded = [flag for flag in report.flags if flag.kind == "unrecorded-operators"]
     assert unrecorded and all(flag.where == "a call of softmax" for flag in unrecorded), report.flags
-    assert any("no recorded operator" in flag.detail for flag in unrecorded), unrecorded
+    assert any(evidence in flag.detail for flag in unrecorded), unrecorded
     failed = {test.name: test for test in part(report, "softmax").tests if test.outcome != "passed"}
     assert list(failed) == failing, failed
     assert all("_softmax_backward_data ran inside it" in test.hint for test in failed.values())
     assert part(report, "softmax").score == SOFTMAX_POINTS - len(failing)
+    assert report.score == FULL_MARKS - len(failing)
+
+
+def test_numbers_from_outside_torch_are_flagged_not_deducted(grade_source):
+    # A max taken in numpy: the grader cannot see what made those numbers (a scipy softmax
+    # would look the same), so it says so, and takes nothing.
+    report = grade_01(grade_source, with_softmax(
+        "    m = np.max(x.detach().cpu().numpy(), axis=dim, keepdims=True)\n"
+        "    m = torch.tensor(np.where(np.isfinite(m), m, 0), device=x.device)\n"
+        "    e = torch.exp(x - m)\n"
+        "    return e / e.sum(dim=dim, keepdim=True)\n", before="import numpy as np\n"))
+    assert report.score == FULL_MARKS, [(p.id, p.score, p.hint) for p in report.parts]
+    assert any("built from Python or numpy data" in flag.detail for flag in report.flags), report.flags

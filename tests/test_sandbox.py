@@ -234,7 +234,7 @@ def test_an_operator_is_reported_as_it_runs_so_the_code_cannot_take_it_back(sess
     session = session_for("import torch\nfrom torch.utils import _python_dispatch\n"
                           "def softmax(x, dim=-1):\n    out = torch.softmax(x, dim)\n"
                           "    recorder = _python_dispatch._get_current_dispatch_mode()\n"
-                          "    recorder._reported.clear()\n    recorder._made.clear()\n"
+                          "    recorder._versions.clear()\n"
                           "    _python_dispatch._pop_mode()\n"
                           "    return out\n")
     with session.watching({"aten::_softmax"}) as seen:
@@ -245,7 +245,7 @@ def test_an_operator_is_reported_as_it_runs_so_the_code_cannot_take_it_back(sess
         "the recording was replaced by NoneType when the call returned"}
 
 
-def test_an_operator_event_the_request_did_not_ask_for_is_a_crash(session_for):
+def test_an_operator_event_in_a_call_not_recorded_is_a_crash(session_for):
     session = session_for("import os, socket, struct, json\n"
                           "def lie(x):\n"
                           "    sock = socket.socket(fileno=os.dup(512))\n"
@@ -253,8 +253,7 @@ def test_an_operator_event_the_request_did_not_ask_for_is_a_crash(session_for):
                           "    sock.sendall(struct.pack('>QQ', len(header), 0) + header)\n"
                           "    return x\n")
     with pytest.raises(StudentCrashed, match="invalid reply"):
-        with session.watching({"aten::exp"}):
-            session.call("lie", torch.randn(2))
+        session.call("lie", torch.randn(2))
 
 
 def test_defined_helpers_build_objects_the_student_code_can_use(session_for):

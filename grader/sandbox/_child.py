@@ -271,10 +271,9 @@ class _Server:
             if op is None:
                 return {"status": Status.BAD_REQUEST, "message": f"unknown op {header.get('op')!r}"}, {}
             encoder = protocol.Encoder(to_handle=self._handle_for)
-            watched = header.get("watch")
-            if not watched:
+            if header.get("record") is not True:
                 return {"status": Status.OK, "value": encoder.encode(op(header, tensors))}, encoder.tensors
-            with _OpRecorder(self._sock, watched, self._known_tensors(tensors)) as recorder:
+            with _recorder_class()(self._sock, self._known_tensors(tensors)) as recorder:
                 value = op(header, tensors)
                 unrecorded = recorder.unrecorded(value["output"] if header.get("op") == "backward" else value)
             return {"status": Status.OK, "value": encoder.encode(value), "unrecorded": unrecorded}, encoder.tensors
@@ -285,12 +284,10 @@ class _Server:
 
     def _known_tensors(self, received: dict) -> list[torch.Tensor]:
         """The tensors a call may use without an operator making them: what the grader sent,
-        and the parameters and buffers of the modules it holds."""
-        known = list(received.values())
-        for obj in self._objects.values():
-            if isinstance(obj, torch.nn.Module):
-                known += [*obj.parameters(), *obj.buffers()]
-        return known
+        and what existed before the call, reachable from the submission's names and the
+        objects the grader holds (constants, caches, parameters and buffers)."""
+        return [*received.values(), *_reachable_tensors([*self._namespace.values(), *self._objects.values()],
+                                                        self._namespace["__name__"])]
 
     def _handle_for(self, obj: object) -> Handle:
         handle_id = self._ids.get(id(obj))
@@ -373,38 +370,53 @@ class _OpRecorder(TorchDispatchMode):
     """Records the operators that run below every Python-level route to them (aliases,
     ``torch.ops``, another built-in with one inside: a cross-entropy runs ``_log_softmax``).
 
-    A watched operator is reported to the grader the moment it first runs, so nothing the
-    student's code does afterwards takes it back. The code can switch the recording off
-    beforehand (it runs in this process); what suggests it did goes to the grader at the end
-    (:meth:`unrecorded`), as evidence for the instructor, never as a verdict. Every tensor the
-    call makes stays alive until it returns (an id must not be reused): watch small calls."""
+    Each operator is reported to the grader each time it runs, whatever it is (the grader,
+    not this process, decides which ones matter), so nothing the student's code does
+    afterwards takes it back, and no record kept here can be edited to silence it. The code can switch the recording off beforehand (it runs in
+    this process); what suggests it did goes to the grader at the end (:meth:`unrecorded`),
+    as evidence for the instructor, never as a verdict: a tensor that entered the computation
+    from outside it, one changed in place while nobody recorded (a version counter that moved,
+    from another thread too), a tensor subclass that dispatches on its own, a recording no
+    longer in force. Every tensor the call makes stays alive until it returns (an id must not
+    be reused): watch small calls."""
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
         return False  # else torch wraps __torch_dispatch__ in a torch._dynamo guard: 1.6 s of imports per child
 
-    def __init__(self, sock: socket.socket, watched, inputs):
+    def __init__(self, sock: socket.socket, known: list[torch.Tensor]):
         super().__init__()
         self._sock = sock
-        self._watched = frozenset(str(name) for name in watched)
-        self._reported: set[str] = set()
-        self._made = {id(tensor): tensor for tensor in inputs}  # kept alive, so no id is reused
-        self._foreign: dict[str, None] = {}
+        self._versions = {id(tensor): (tensor, tensor._version) for tensor in known}
+        self._evidence: dict[str, None] = {}
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         name = func._schema.name
-        if name in self._watched and name not in self._reported:
-            self._reported.add(name)
-            protocol.send(self._sock, {"event": "operator", "name": name})
+        protocol.send(self._sock, {"event": "operator", "name": name})  # each time: no state here to undo
         kwargs = kwargs or {}
         for tensor in _tensors((args, kwargs)):
-            if id(tensor) not in self._made and tensor.numel() > 1:
-                self._foreign.setdefault(f"{name} received a tensor of shape {tuple(tensor.shape)} that no "
-                                         "recorded operator made", None)
+            self._check(name, tensor)
         out = func(*args, **kwargs)
+        if func._schema.is_mutable:  # views share their base's version counter: take them all again
+            self._versions = {key: (tensor, tensor._version) for key, (tensor, _) in self._versions.items()}
         for tensor in _tensors(out):
-            self._made[id(tensor)] = tensor
+            self._versions[id(tensor)] = (tensor, tensor._version)
         return out
+
+    def _check(self, name: str, tensor: torch.Tensor) -> None:
+        shape = tuple(tensor.shape)
+        if type(tensor) not in (torch.Tensor, torch.nn.Parameter):
+            self._note(f"{name} received a {type(tensor).__name__}, a tensor subclass that runs operators of its own")
+        entry = self._versions.get(id(tensor))
+        if entry is None and name == "aten::lift_fresh" and tensor.numel() > 1:
+            self._note(f"a tensor of shape {shape} was built from Python or numpy data (torch.tensor, as_tensor)")
+        elif entry is None and tensor.numel() > 1:
+            self._note(f"{name} received a tensor of shape {shape} that no recorded operator made")
+        elif entry is not None and entry[1] != tensor._version:
+            self._note(f"{name} received a tensor of shape {shape} changed in place by no recorded operator")
+
+    def _note(self, evidence: str) -> None:
+        self._evidence.setdefault(evidence, None)
 
     def __exit__(self, *exc_info):
         try:
@@ -413,22 +425,81 @@ class _OpRecorder(TorchDispatchMode):
             pass
 
     def unrecorded(self, value) -> list[str]:
-        """What suggests that operators ran unrecorded: tensors that appeared from nowhere, and
-        a recording that was no longer in force when the call returned."""
-        evidence = list(self._foreign)
-        evidence += [f"the returned tensor of shape {tuple(tensor.shape)} was made by no recorded operator"
-                     for tensor in _tensors(value) if id(tensor) not in self._made]
+        """What suggests that operators ran unrecorded, as evidence for the instructor."""
+        for tensor in _tensors(value):
+            entry = self._versions.get(id(tensor))
+            if entry is None:
+                self._note(f"the returned tensor of shape {tuple(tensor.shape)} was made by no recorded operator")
+            elif entry[1] != tensor._version:
+                self._note(f"the returned tensor of shape {tuple(tensor.shape)} was changed in place by no "
+                           "recorded operator")
         current = torch.utils._python_dispatch._get_current_dispatch_mode()
         if current is not self:
-            evidence.append(f"the recording was replaced by {type(current).__name__} when the call returned")
+            self._note(f"the recording was replaced by {type(current).__name__} when the call returned")
         if torch._C._dispatch_tls_is_dispatch_key_excluded(torch._C.DispatchKey.Python):
-            evidence.append("the dispatch key the recording listens on was switched off when the call returned")
-        if type(self).__dict__["__torch_dispatch__"] is not _RECORD:
-            evidence.append("the recording's own code was replaced")
-        return evidence[:8]
+            self._note("the dispatch key the recording listens on was switched off when the call returned")
+        if type(self).__dict__.get("__torch_dispatch__") is not _RECORD.get(type(self)):
+            self._note("the recording's own code was replaced")
+        return list(self._evidence)[:8]
 
 
-_RECORD = _OpRecorder.__dict__["__torch_dispatch__"]
+class _CompiledCodeRecorder(_OpRecorder):
+    """The recorder where the submission uses torch.compile: torch._dynamo, already imported,
+    must skip the recorder's frames (it would read this file, which the sandbox hides)."""
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        return True
+
+    __torch_dispatch__ = _OpRecorder.__torch_dispatch__  # defined here, so torch wraps it for dynamo
+
+
+def _recorder_class() -> type[_OpRecorder]:
+    return _CompiledCodeRecorder if "torch._dynamo" in sys.modules else _OpRecorder
+
+
+# Each recorder's own code, as torch left it: what a patched recorder no longer has.
+_RECORD = {recorder: recorder.__dict__["__torch_dispatch__"] for recorder in (_OpRecorder, _CompiledCodeRecorder)}
+
+
+def _reachable_tensors(roots: list, submission: str, depth: int = 4, most: int = 20_000) -> list[torch.Tensor]:
+    """Tensors held by ``roots``, through containers, modules and the objects, classes and
+    functions of the module ``submission`` (not through what it imports: torch alone holds
+    thousands of objects), in a bounded walk."""
+    found: list[torch.Tensor] = []
+    seen: set[int] = set()
+    layer = list(roots)
+    for _ in range(depth):
+        following = []
+        for obj in layer:
+            if id(obj) in seen or len(seen) >= most or isinstance(obj, types.ModuleType):
+                continue
+            seen.add(id(obj))
+            if isinstance(obj, torch.Tensor):
+                found.append(obj)
+            elif isinstance(obj, dict):
+                following += obj.values()
+            elif isinstance(obj, (list, tuple, set, frozenset)):
+                following += obj
+            elif isinstance(obj, torch.nn.Module):
+                following += [*obj.parameters(), *obj.buffers(), *vars(obj).values()]
+            elif getattr(obj, "__module__", None) != submission:
+                continue
+            elif isinstance(obj, types.FunctionType):
+                following += [*(obj.__defaults__ or ()), *(cell.cell_contents for cell in obj.__closure__ or ()
+                                                          if _has_contents(cell))]
+            elif isinstance(obj, type) or isinstance(getattr(obj, "__dict__", None), dict):
+                following += list(vars(obj).values())
+        layer = following
+    return found
+
+
+def _has_contents(cell) -> bool:
+    try:
+        cell.cell_contents
+    except ValueError:  # an empty cell
+        return False
+    return True
 
 
 def _tensors(tree) -> list[torch.Tensor]:

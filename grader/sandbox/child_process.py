@@ -14,6 +14,7 @@ What a request asks for, and what a suite may ask, is :mod:`grader.sandbox.sessi
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 from typing import Any
@@ -32,6 +33,12 @@ from grader.sanitize import clean
 ZYGOTE_KILLED = ("your code killed the grader's process that starts it, so no further tests could run "
                  "(do not signal other processes)")
 NOTE_CHARS, MAX_NOTES = 500, 50
+
+
+# An operator's schema name, and a bound far above the operators one recorded call runs (the
+# suites record small calls: a softmax runs about ten).
+_OPERATOR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}::[A-Za-z0-9_.]{1,128}")
+MAX_OPERATOR_EVENTS = 100_000
 
 
 class ChildProcess:
@@ -63,9 +70,8 @@ class ChildProcess:
                  timeout_s: float | None = None) -> tuple[dict, Any]:
         """Send one request to the live child and wait for its reply, within the call's time
         limit (``timeout_s``, by default ``limits.call_timeout_s``) and what is left of the
-        submission's. Returns the reply, with ``operators``: the watched operators (the
-        request's ``watch``) the child reported as they ran, and, when its status is OK, its
-        decoded value. A child that runs past the deadline, hangs up or sends no valid
+        submission's. Returns the reply, with ``operators``: those the child reported as they
+        ran (a request that asks to ``record``), and, when its status is OK, its decoded value. A child that runs past the deadline, hangs up or sends no valid
         reply is retired: :class:`StudentTimeout` or :class:`StudentCrashed`."""
         child = self._live_child()
         timeout_s = self.limits.call_timeout_s if timeout_s is None else timeout_s
@@ -73,12 +79,14 @@ class ChildProcess:
         started = time.monotonic()
         try:
             protocol.send(child.sock, header, tensors, deadline)
-            operators = []
+            operators: dict[str, None] = {}
+            events = 0
             while (message := protocol.recv(child.sock, deadline))[0].get("event") == "operator":
-                operators.append(_watched_operator(message[0], header.get("watch") or (), operators))
+                operators.setdefault(_reported_operator(message[0], header.get("record") is True, events), None)
+                events += 1
             reply, reply_tensors = message
             value = protocol.decode(reply.get("value"), reply_tensors) if reply.get("status") == Status.OK else None
-            return dict(reply, operators=operators), value
+            return dict(reply, operators=list(operators)), value
         except Deadline:
             self._retire()
             raise StudentTimeout(self._time_limit_message(label, budget_bound, timeout_s)) from None
@@ -303,9 +311,11 @@ def describe_exit(status: int | None, limits: Limits) -> str:
     return reasons.get(signum, f"killed by {signal.Signals(signum).name}")
 
 
-def _watched_operator(event: dict, watched, reported: list[str]) -> str:
-    """The operator an ``operator`` event names: one the request watches, reported once."""
+def _reported_operator(event: dict, recording: bool, reported: int) -> str:
+    """The operator an ``operator`` event names: in a recorded request, a schema name
+    (``aten::_softmax``), and no more events than a call can need."""
     name = event.get("name")
-    if not isinstance(name, str) or name not in watched or name in reported:
+    if not (recording and isinstance(name, str) and _OPERATOR_NAME.fullmatch(name)
+            and reported < MAX_OPERATOR_EVENTS):
         raise ProtocolError("an operator event the request did not ask for")
     return name

@@ -172,7 +172,7 @@ class StudentSession:
         for key, value in (extra or {}).items():
             header[key] = encoder.encode(value)
         if self._watch:
-            header["watch"] = sorted(self._watch[0])
+            header["record"] = True
         timeout_s, shortened = self._hung.timeout_s(
             label, lambda: self._reference_time(label, header.get("target"), args, kwargs, owner))
         try:
@@ -182,8 +182,8 @@ class StudentSession:
             raise StudentTimeout(f"{exc} ({shortened})" if shortened else str(exc)) from None
         status = reply.get("status")
         if self._watch:
-            seen = self._watch[1]
-            seen.extend(op for op in reply["operators"] if op not in seen)
+            watched, seen = self._watch
+            seen.extend(op for op in reply["operators"] if op in watched and op not in seen)
             self._note_unrecorded(label, reply.get("unrecorded"))
         if status == Status.OK:
             return self._wrap(value)
