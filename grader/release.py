@@ -8,7 +8,8 @@
 
 The student's grader runs the public tests only. Which grader modules it ships is computed
 from grader.public's imports, and a module among them that imports the reference (or what
-locates it) stops the release, so a hidden suite or the reference never reaches students.
+locates it), or that is the trusted side's detection, stops the release: a hidden suite, the
+reference, or what the grader looks for in a submission's source never reaches students.
 """
 
 from __future__ import annotations
@@ -33,6 +34,10 @@ STUDENT_DISTRIBUTION = "transformer-grader-student"
 # The full grader's requirements that the student's needs: torch for their code and the
 # tests, pytest and its JSON report to run them, rich for the table, nbformat for notebooks.
 STUDENT_REQUIREMENTS = ("torch", "pytest", "pytest-json-report", "rich", "nbformat")
+# The trusted side's detection: how the grader reads a submission's source for what looks
+# evasive, and for the calls a hang connects. Whoever reads it learns what goes unseen, so
+# the handout holds none of it, nor a module that imports it.
+TRUSTED_DETECTION = ("evasion", "parsed_source", "flags", "sandbox.hung_calls")  # in grader
 # Replaces grader/__init__.py, which imports the full grader (grader.api and the reference).
 STUDENT_INIT = '''"""The course grader, student edition (made by `grade release`).
 
@@ -103,22 +108,30 @@ def student_modules(package_dir: Path = GRADER_DIR) -> list[Path]:
     functions too; absolute ones, as the grader writes them). The package's own
     ``__init__.py`` is not among them (see STUDENT_INIT).
 
-    Raises :class:`ReleaseError` if one of them imports the reference or what locates it.
+    Raises :class:`ReleaseError` if one of them imports the reference or what locates it, or
+    if one of :data:`TRUSTED_DETECTION` is among them.
     """
     package = package_dir.name
+    detection = {package_dir / f"{module.replace('.', '/')}.py": f"{package}.{module}"
+                 for module in TRUSTED_DETECTION}
     found: set[Path] = set()
-    pending = list(STUDENT_API)
+    # (module, what imports it), so that a refusal names the import to remove.
+    pending: list[tuple[str, str]] = [(name, "the student's grader") for name in STUDENT_API]
     while pending:
-        for path in module_files(package_dir, pending.pop()):
+        name, importer = pending.pop()
+        for path in module_files(package_dir, name):
             if path in found:
                 continue
+            if path in detection:
+                raise ReleaseError(f"{importer} imports {name}, the trusted side's detection ({detection[path]}): "
+                                   "the handout must not hold it; move what the student's grader needs out of it")
             found.add(path)
             imported = imported_names(path)
-            leaks = sorted(name for name in imported if _locates_reference(name, package))
+            leaks = sorted(other for other in imported if _locates_reference(other, package))
             if leaks:
                 raise ReleaseError(f"{path} imports {', '.join(leaks)}: the student's grader must not hold the "
                                    f"reference; keep that import out of what {', '.join(STUDENT_API)} import")
-            pending += [name for name in imported if name.split(".")[0] == package]
+            pending += [(other, str(path)) for other in imported if other.split(".")[0] == package]
     return sorted(found)
 
 

@@ -127,6 +127,19 @@ def test_no_grader_module_that_locates_the_reference_is_shipped(bundle):
     assert not (needs_reference - {"grader/assignment.py"}) & set(files(bundle))
 
 
+# What the trusted side looks for in a submission's source, and how: never the student's to read.
+DETECTION = {"grader/evasion.py", "grader/parsed_source.py", "grader/flags.py", "grader/sandbox/hung_calls.py"}
+
+
+def test_bundle_holds_nothing_of_the_trusted_sides_detection(bundle):
+    held = files(bundle)
+    assert {path.relative_to(ROOT).as_posix() for path in (ROOT / "grader").rglob("*.py")} >= DETECTION
+    assert not DETECTION & set(held)
+    # Nor what they know: the list of what they look for.
+    shipped = b"\n".join(content for name, content in held.items() if name.startswith("grader/"))
+    assert b"gc.get_referrers" not in shipped and b"inspect.getinnerframes" not in shipped
+
+
 def test_bundle_notebook_is_the_generated_one(bundle):
     generated = render_notebook(Assignment.load(ASSIGNMENT_03))
     assert (bundle / HANDOUT / "mha.ipynb").read_text(encoding="utf-8") == generated
@@ -166,6 +179,22 @@ def test_shipped_modules_are_what_the_entry_imports_transitively(tmp_path):
     })
     shipped = {path.relative_to(package).as_posix() for path in student_modules(package)}
     assert shipped == {"public.py", "render.py", "sandbox/__init__.py", "sandbox/limits.py"}
+
+
+@pytest.mark.parametrize("importer, source", [
+    ("public.py", "from grader.flags import bounded\n"),  # as grader.assemble once did, for one small helper
+    ("helper.py", "def later():\n    import grader.evasion\n"),
+    ("helper.py", "from grader.sandbox import hung_calls\n"),
+    ("helper.py", "from grader.parsed_source import ParsedSource\n"),
+])
+def test_a_module_that_needs_the_trusted_sides_detection_stops_the_release(tmp_path, importer, source):
+    package = fake_grader(tmp_path, {
+        "public.py": "from grader import helper\n", importer: source,
+        "flags.py": "from grader.evasion import constructs\n", "evasion.py": "", "parsed_source.py": "",
+        "sandbox/__init__.py": "", "sandbox/hung_calls.py": "",
+    })
+    with pytest.raises(ReleaseError, match=rf"{re.escape(str(package / importer))} imports grader\.\w+.*detection"):
+        student_modules(package)
 
 
 @pytest.mark.parametrize("leak", [
