@@ -12,9 +12,8 @@ from importlib import metadata
 
 from grader import scoring
 from grader.assignment import Assignment
-from grader.flags import bounded
 from grader.outcome import SuiteResult, TestOutcome, Verdict
-from grader.report import GradeReport, Outcome, Status, TestResult
+from grader.report import GradeReport, Outcome, Status, TestResult, bounded
 from grader.sanitize import clean
 
 # A test's message and hint are written by the trusted suite, but quote what the student's code

@@ -4,6 +4,7 @@
     grade assignments/03 --submission hw.ipynb --json report.json
     grade batch assignments/03 submissions/ --out results/ [--jobs N] [--force]
     grade notebook assignments/03 [--check]        # regenerate the handout notebook
+    grade public-data assignments/03 [--check]     # regenerate the data the public tests compare with
     grade release assignments/03 --out dist/       # the student handout, grader included: dist/03/, dist/03.zip
     grade report results/ [--html FILE]            # a class's plots and statistics from a batch's results
     grade feedback results/                        # each student's feedback page (batch writes them too)
@@ -53,7 +54,8 @@ def _say(console: Console, message: object) -> None:
 def _grade_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="grade", description="Grade a submission of a Transformer course assignment.",
                                      epilog="Other commands: grade batch ASSIGNMENT FOLDER --out DIR; "
-                                            "grade notebook ASSIGNMENT [--check]; grade report RESULTS [--html FILE]; grade feedback RESULTS; "
+                                            "grade notebook ASSIGNMENT [--check]; grade public-data ASSIGNMENT... [--check]; "
+                                            "grade report RESULTS [--html FILE]; grade feedback RESULTS; "
                                             "grade export gradescope|classroom ASSIGNMENT [--out FILE]; "
                                             "grade release ASSIGNMENT --out DIR")
     parser.add_argument("assignment", type=Path, help="the assignment directory, e.g. assignments/03")
@@ -257,6 +259,38 @@ def _notebook(args: argparse.Namespace, console: Console) -> int:
     return EXIT_OK
 
 
+def _public_data_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="grade public-data",
+                                     description="Generate the data the public tests compare with (test_*.safetensors "
+                                                 "beside them) from the reference and the hidden suite's mutants.")
+    parser.add_argument("assignments", type=Path, nargs="+", metavar="assignment")
+    parser.add_argument("--check", action="store_true", help="only check that the data is up to date")
+    return parser
+
+
+def _public_data(args: argparse.Namespace, console: Console) -> int:
+    from grader.assignment import Assignment, AssignmentError
+    from grader.public_data import PublicDataError, stale_files, write_public_data
+
+    try:
+        assignments = [Assignment.load(folder) for folder in args.assignments]
+    except AssignmentError as exc:
+        _error(console, exc)
+        return EXIT_USAGE
+    stale = False
+    for assignment in assignments:
+        try:
+            changed = stale_files(assignment) if args.check else write_public_data(assignment)
+        except PublicDataError as exc:  # a public test or a mutant needs fixing first
+            _error(console, exc)
+            return EXIT_GRADER_ERROR
+        for path in changed:
+            stale = True
+            _say(console, f"{path} is out of date; run: grade public-data {assignment.directory}" if args.check
+                 else f"wrote {path}" if path.is_file() else f"removed {path} (no public test reads it)")
+    return EXIT_GRADER_ERROR if args.check and stale else EXIT_OK
+
+
 def _report_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="grade report",
                                      description="A class report (HTML page and table) from grade batch's results.")
@@ -398,6 +432,7 @@ def _new_assignment(args: argparse.Namespace, console: Console) -> int:
 SUBCOMMANDS = {
     "batch": (_batch_parser, _batch),
     "notebook": (_notebook_parser, _notebook),
+    "public-data": (_public_data_parser, _public_data),
     "release": (_release_parser, _release),
     "report": (_report_parser, _report),
     "feedback": (_feedback_parser, _feedback),

@@ -31,6 +31,7 @@ from grader.assemble import assemble_report
 from grader.assignment import Assignment, AssignmentError
 from grader.ingest import Program, Ungradable, load_submission
 from grader.outcome import SuiteResult, TestOutcome, Verdict
+from grader.public_cases import MISTAKE_PREFIX
 from grader.render import error_text, render_report
 from grader.report import GradeReport, Outcome, Status
 from grader.sandbox.limits import Limits
@@ -43,9 +44,8 @@ HIDDEN_TESTS_NOTE = ("These are the public tests only, so this score is not your
 OTHER_PART = "other public tests"  # for a test whose name names no part
 # A test's own check failing, as opposed to the student's code raising.
 _TEST_FAILURES = ("AssertionError", "Failed")
-# A public test names the mistake it caught in its assertion's message, as plain pytest shows
-# it too: `assert ok, "mistake: softmax over the wrong dimension"`. That is the part's hint.
-MISTAKE_PREFIX = "mistake: "
+# A public test names the mistake it caught in its assertion's message (MISTAKE_PREFIX, as
+# grader.public_cases writes it): that is the part's hint.
 _MISTAKE = re.compile(rf"{MISTAKE_PREFIX}(.+)")
 
 

@@ -4,11 +4,14 @@
       README.md              the two commands: install, grade
       pyproject.toml         transformer-grader-student, with the `grade` command
       grader/                the student's grader: grader.public and the modules it imports
-      assignments/03/        instructions, stub module, notebook, public tests, assignment.toml
+      assignments/03/        instructions, stub module, notebook, public tests and their data, assignment.toml
 
 The student's grader runs the public tests only. Which grader modules it ships is computed
-from grader.public's imports, and a module among them that imports the reference (or what
-locates it) stops the release, so a hidden suite or the reference never reaches students.
+from the imports of grader.public and of the public tests, and a module among them that
+imports the reference (or what locates it), or that is the trusted side's detection, stops
+the release: a hidden suite, the reference, or what the grader looks for in a submission's
+source never reaches students. The public tests compare with data (grader.public_cases),
+never with the reference's code, and stale data stops the release as a stale notebook does.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
 
@@ -24,6 +28,7 @@ from grader.assignment import REFERENCE_LOCATORS, Assignment
 from grader.export import TORCH_CPU_INDEX, TORCH_VERSION
 from grader.handout import notebook_is_current
 from grader.imports import imported_names, module_files
+from grader.public_cases import DATA_SUFFIX
 from grader.sandbox.limits import Limits
 
 GRADER_DIR = Path(__file__).resolve().parent
@@ -31,8 +36,13 @@ STUDENT_ENTRY = "grader.public"  # the student's `grade`: its main()
 STUDENT_API = (STUDENT_ENTRY, "grader.notebook_check")  # and `from grader import check` in a notebook
 STUDENT_DISTRIBUTION = "transformer-grader-student"
 # The full grader's requirements that the student's needs: torch for their code and the
-# tests, pytest and its JSON report to run them, rich for the table, nbformat for notebooks.
-STUDENT_REQUIREMENTS = ("torch", "pytest", "pytest-json-report", "rich", "nbformat")
+# tests, pytest and its JSON report to run them, rich for the table, nbformat for notebooks,
+# safetensors for the data the public tests compare with.
+STUDENT_REQUIREMENTS = ("torch", "pytest", "pytest-json-report", "rich", "nbformat", "safetensors")
+# The trusted side's detection: how the grader reads a submission's source for what looks
+# evasive, and for the calls a hang connects. Whoever reads it learns what goes unseen, so
+# the handout holds none of it, nor a module that imports it.
+TRUSTED_DETECTION = ("evasion", "parsed_source", "flags", "sandbox.hung_calls")  # in grader
 # Replaces grader/__init__.py, which imports the full grader (grader.api and the reference).
 STUDENT_INIT = '''"""The course grader, student edition (made by `grade release`).
 
@@ -63,9 +73,11 @@ def release(assignment: Assignment | str | Path, out: Path) -> tuple[Path, Path]
         assignment = Assignment.load(assignment)
     if not notebook_is_current(assignment):
         raise ReleaseError(f"{assignment.notebook_path} is out of date; run: grade notebook {assignment.directory}")
+    _check_public_data(assignment)
     folder, archive = out / assignment.id, out / f"{assignment.id}.zip"
     # Everything is computed (and checked) before the earlier release is removed.
-    files: dict[str, Path | str] = {**_handout_files(assignment), **_grader_files(),
+    files: dict[str, Path | str] = {**_handout_files(assignment),
+                                    **_grader_files(sorted(assignment.directory.glob("test_*.py"))),
                                     "README.md": student_readme(assignment), "pyproject.toml": student_pyproject()}
     if folder.exists():
         shutil.rmtree(folder)
@@ -80,45 +92,68 @@ def release(assignment: Assignment | str | Path, out: Path) -> tuple[Path, Path]
     return folder, archive
 
 
+def _check_public_data(assignment: Assignment) -> None:
+    from grader.public_data import PublicDataError, stale_files  # runs the reference: torch, only here
+
+    try:
+        stale = stale_files(assignment)
+    except PublicDataError as exc:
+        raise ReleaseError(f"the public tests' data cannot be made: {exc}") from None
+    if stale:
+        raise ReleaseError(f"{', '.join(map(str, stale))} out of date; run: grade public-data {assignment.directory}")
+
+
 def _handout_files(assignment: Assignment) -> dict[str, Path]:
     """What the student gets of the assignment folder, by name: never anything else there."""
     public_tests = sorted(path.name for path in assignment.directory.glob("test_*.py"))
     if not public_tests:
         raise ReleaseError(f"{assignment.directory} has no public tests (test_*.py) for the student's grader to run")
-    names = ["README.md", "assignment.toml", assignment.module, assignment.notebook, *public_tests]
+    public_data = sorted(path.name for path in assignment.directory.glob(f"test_*{DATA_SUFFIX}"))
+    names = ["README.md", "assignment.toml", assignment.module, assignment.notebook, *public_tests, *public_data]
     missing = [name for name in names if not (assignment.directory / name).is_file()]
     if missing:
         raise ReleaseError(f"{assignment.directory} has no {', '.join(missing)}")
     return {f"assignments/{assignment.id}/{name}": assignment.directory / name for name in names}
 
 
-def _grader_files() -> dict[str, Path | str]:
+def _grader_files(public_tests: Sequence[Path]) -> dict[str, Path | str]:
     return {"grader/__init__.py": STUDENT_INIT,
-            **{f"grader/{path.relative_to(GRADER_DIR).as_posix()}": path for path in student_modules()}}
+            **{f"grader/{path.relative_to(GRADER_DIR).as_posix()}": path
+               for path in student_modules(public_tests=public_tests)}}
 
 
-def student_modules(package_dir: Path = GRADER_DIR) -> list[Path]:
+def student_modules(package_dir: Path = GRADER_DIR, public_tests: Sequence[Path] = ()) -> list[Path]:
     """The files of the grader package at ``package_dir`` that the student's grader needs:
-    the modules of :data:`STUDENT_API` and every grader module they import, transitively (imports inside
-    functions too; absolute ones, as the grader writes them). The package's own
-    ``__init__.py`` is not among them (see STUDENT_INIT).
+    the modules of :data:`STUDENT_API`, those the ``public_tests`` import, and every grader
+    module they import, transitively (imports inside functions too; absolute ones, as the grader
+    writes them). The package's own ``__init__.py`` is not among them (see STUDENT_INIT).
 
-    Raises :class:`ReleaseError` if one of them imports the reference or what locates it.
+    Raises :class:`ReleaseError` if one of them imports the reference or what locates it, or
+    if one of :data:`TRUSTED_DETECTION` is among them.
     """
     package = package_dir.name
+    detection = {package_dir / f"{module.replace('.', '/')}.py": f"{package}.{module}"
+                 for module in TRUSTED_DETECTION}
     found: set[Path] = set()
-    pending = list(STUDENT_API)
+    # (module, what imports it), so that a refusal names the import to remove.
+    pending: list[tuple[str, str]] = [(name, "the student's grader") for name in STUDENT_API]
+    pending += [(name, str(test)) for test in public_tests for name in imported_names(test)
+                if name.split(".")[0] == package]
     while pending:
-        for path in module_files(package_dir, pending.pop()):
+        name, importer = pending.pop()
+        for path in module_files(package_dir, name):
             if path in found:
                 continue
+            if path in detection:
+                raise ReleaseError(f"{importer} imports {name}, the trusted side's detection ({detection[path]}): "
+                                   "the handout must not hold it; move what the student's grader needs out of it")
             found.add(path)
             imported = imported_names(path)
-            leaks = sorted(name for name in imported if _locates_reference(name, package))
+            leaks = sorted(other for other in imported if _locates_reference(other, package))
             if leaks:
                 raise ReleaseError(f"{path} imports {', '.join(leaks)}: the student's grader must not hold the "
                                    f"reference; keep that import out of what {', '.join(STUDENT_API)} import")
-            pending += [name for name in imported if name.split(".")[0] == package]
+            pending += [(other, str(path)) for other in imported if other.split(".")[0] == package]
     return sorted(found)
 
 

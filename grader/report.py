@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -67,6 +68,19 @@ class Flag:
     kind: str  # e.g. "torch-internals", "computed-attribute", "unrecorded-operators"
     where: str  # as the student numbers it: "mha.py line 12", "cell 4, line 3"
     detail: str  # what was found, e.g. "torch._C.DisableTorchFunction"
+
+
+MAX_FLAGS = 20  # then one flag of kind "more" counts the rest (the schema allows 21)
+MAX_WHERE, MAX_DETAIL = 120, 200  # characters; a file name or an identifier can be long
+
+
+def bounded(flags: Iterable[Flag]) -> list[Flag]:
+    """``flags`` without repeats, their text cleaned and cut, at most :data:`MAX_FLAGS`."""
+    unique = list(dict.fromkeys(Flag(flag.kind, clean(flag.where, MAX_WHERE), clean(flag.detail, MAX_DETAIL))
+                                for flag in flags))
+    if len(unique) <= MAX_FLAGS:
+        return unique
+    return unique[:MAX_FLAGS] + [Flag("more", "", f"{len(unique) - MAX_FLAGS} more not listed")]
 
 
 @dataclass

@@ -9,9 +9,9 @@ import ast
 
 import pytest
 
-from grader.flags import MAX_FLAGS, bounded, program_flags
+from grader.flags import program_flags
 from grader.ingest import Cell, Program
-from grader.report import Flag
+from grader.report import MAX_FLAGS, Flag, bounded
 from reference import as_submission
 
 HONEST = '''import torch

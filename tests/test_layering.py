@@ -17,7 +17,7 @@ from tests.conftest import ASSIGNMENT_03, ROOT
 
 # Modules that grade, or serve what grades: the only ones that may import torch.
 ENGINE = {"api", "batch", "runner", "plugin", "checks", "suite", "suite_fixtures", "part_isolation",
-          "student_protocol", "ray_executor", "warm"}
+          "student_protocol", "ray_executor", "warm", "public_data"}
 
 
 def _modules() -> list[str]:

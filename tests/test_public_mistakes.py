@@ -71,7 +71,6 @@ def test_the_student_grader_names_the_mistake_a_mutant_makes(assignment, mistake
 SAME_MISTAKE = {
     ("01", "mask inverted, filled with -1e9"): 'mask inverted (True read as "blocked")',
     ("07", "mask filled with zero"): "future positions visible (no causal mask)",
-    ("07", "tanh GELU"): "ReLU (or tanh-approximate GELU) instead of exact GELU",
     ("07", "top_k keeps the smallest"): "`top_k` keeping the wrong set",
 }
 

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import nbformat
 import pytest
+import torch
+from safetensors.torch import load_file, save_file
 
 from grader.assignment import Assignment
 from grader.cli import EXIT_GRADER_ERROR, EXIT_OK, main
@@ -25,6 +27,7 @@ from grader.public import OTHER_PART, grade_public, part_of
 from grader.release import ReleaseError, release, student_modules
 from reference import as_submission
 from tests.conftest import ASSIGNMENT_03, ASSIGNMENTS, ROOT, mutant, notebook_text
+from tests.test_public_data import computations
 
 HANDOUT = "assignments/03"
 HIDDEN_NOTE = "the hidden tests run on submission"
@@ -52,7 +55,10 @@ def files(folder: Path) -> dict[str, bytes]:
 
 
 def text_lines(path: Path) -> set[str]:
-    """The stripped lines a file holds; a notebook's are its cells' (its JSON quotes them)."""
+    """The stripped lines a file holds; a notebook's are its cells' (its JSON quotes them); a data
+    file's, the names of what it holds (its tensors are numbers, no text)."""
+    if path.suffix == ".safetensors":
+        return set(load_file(path))
     if path.suffix == ".ipynb":
         text = "\n".join(cell.source for cell in nbformat.read(path, as_version=4).cells)
     else:
@@ -84,13 +90,14 @@ def test_zip_holds_the_folder_under_the_assignment_id(bundle):
 
 def test_bundle_holds_the_handout_and_an_installable_student_grader(bundle):
     held = files(bundle)
-    for name in ("README.md", "assignment.toml", "mha.py", "mha.ipynb", "test_mha.py"):
+    for name in ("README.md", "assignment.toml", "mha.py", "mha.ipynb", "test_mha.py", "test_mha.safetensors"):
         assert held[f"{HANDOUT}/{name}"] == (ASSIGNMENT_03 / name).read_bytes()
     project = tomllib.loads(held["pyproject.toml"].decode())["project"]
     module, _, function = project["scripts"]["grade"].partition(":")
     assert f"def {function}(" in held[module.replace(".", "/") + ".py"].decode()
     requirements = {re.split(r"[<>=\[]", requirement)[0] for requirement in project["dependencies"]}
-    assert {"torch", "pytest", "pytest-json-report"} <= requirements and "safetensors" not in requirements
+    # safetensors reads the data the public tests compare with; nothing of the grader's engine is needed.
+    assert {"torch", "pytest", "pytest-json-report", "safetensors"} <= requirements and "jsonschema" not in requirements
     readme = " ".join(held["README.md"].decode().split())
     assert "pip install -e ." in readme and f"grade {HANDOUT}" in readme and HIDDEN_NOTE in readme
     # The CPU wheel the course is tested with, pinned, before the grader: an unpinned torch resolves a GPU build.
@@ -127,6 +134,25 @@ def test_no_grader_module_that_locates_the_reference_is_shipped(bundle):
     assert not (needs_reference - {"grader/assignment.py"}) & set(files(bundle))
 
 
+# What the trusted side looks for in a submission's source, and how: never the student's to read.
+DETECTION = {"grader/evasion.py", "grader/parsed_source.py", "grader/flags.py", "grader/sandbox/hung_calls.py"}
+
+
+def test_bundle_holds_nothing_of_the_trusted_sides_detection(bundle):
+    held = files(bundle)
+    assert {path.relative_to(ROOT).as_posix() for path in (ROOT / "grader").rglob("*.py")} >= DETECTION
+    assert not DETECTION & set(held)
+    # Nor what they know: the list of what they look for.
+    shipped = b"\n".join(content for name, content in held.items() if name.startswith("grader/"))
+    assert b"gc.get_referrers" not in shipped and b"inspect.getinnerframes" not in shipped
+
+
+def test_released_public_tests_compare_with_data_not_the_references_code(bundle):
+    tests = sorted((bundle / HANDOUT).glob("test_*.py"))
+    assert tests and all(computations(path) == [] for path in tests)
+    assert (bundle / HANDOUT / "test_mha.safetensors").is_file()
+
+
 def test_bundle_notebook_is_the_generated_one(bundle):
     generated = render_notebook(Assignment.load(ASSIGNMENT_03))
     assert (bundle / HANDOUT / "mha.ipynb").read_text(encoding="utf-8") == generated
@@ -137,6 +163,14 @@ def test_release_replaces_an_earlier_one(bundle, tmp_path):
     (tmp_path / "03" / "solution.py").write_text("stale")
     folder, archive = release(ASSIGNMENT_03, tmp_path)
     assert files(folder) == files(bundle) and archive.read_bytes() == bundle.with_suffix(".zip").read_bytes()
+
+
+def test_stale_public_data_stops_the_release(tmp_path):
+    assignment = shutil.copytree(ASSIGNMENT_03, tmp_path / "03")
+    tensors = load_file(assignment / "test_mha.safetensors")
+    save_file({**tensors, "multi_head_attention/expected": torch.zeros(2, 5, 16)}, assignment / "test_mha.safetensors")
+    assert main(["release", str(assignment), "--out", str(tmp_path / "dist")]) == EXIT_GRADER_ERROR
+    assert not (tmp_path / "dist").exists()
 
 
 def test_a_stale_notebook_stops_the_release(tmp_path):
@@ -166,6 +200,39 @@ def test_shipped_modules_are_what_the_entry_imports_transitively(tmp_path):
     })
     shipped = {path.relative_to(package).as_posix() for path in student_modules(package)}
     assert shipped == {"public.py", "render.py", "sandbox/__init__.py", "sandbox/limits.py"}
+
+
+def test_what_the_public_tests_import_of_the_grader_ships_too(tmp_path):
+    package = fake_grader(tmp_path, {"public.py": "", "public_cases.py": "from grader import sanitize\n",
+                                     "sanitize.py": "", "render.py": ""})
+    public_test = tmp_path / "test_mha.py"
+    public_test.write_text("import torch\nfrom grader.public_cases import Cases\nfrom mha import split_heads\n")
+    shipped = {path.relative_to(package).as_posix() for path in student_modules(package, [public_test])}
+    assert shipped == {"public.py", "public_cases.py", "sanitize.py"}
+
+
+@pytest.mark.parametrize("importer, source", [
+    ("public.py", "from grader.flags import bounded\n"),  # as grader.assemble once did, for one small helper
+    ("helper.py", "def later():\n    import grader.evasion\n"),
+    ("helper.py", "from grader.sandbox import hung_calls\n"),
+    ("helper.py", "from grader.parsed_source import ParsedSource\n"),
+])
+def test_a_module_that_needs_the_trusted_sides_detection_stops_the_release(tmp_path, importer, source):
+    package = fake_grader(tmp_path, {
+        "public.py": "from grader import helper\n", importer: source,
+        "flags.py": "from grader.evasion import constructs\n", "evasion.py": "", "parsed_source.py": "",
+        "sandbox/__init__.py": "", "sandbox/hung_calls.py": "",
+    })
+    with pytest.raises(ReleaseError, match=rf"{re.escape(str(package / importer))} imports grader\.\w+.*detection"):
+        student_modules(package)
+
+
+def test_a_public_test_that_imports_the_trusted_sides_detection_stops_the_release(tmp_path):
+    package = fake_grader(tmp_path, {"public.py": "", "evasion.py": ""})
+    public_test = tmp_path / "test_mha.py"
+    public_test.write_text("from grader.evasion import constructs\n")
+    with pytest.raises(ReleaseError, match="test_mha.py imports grader.evasion"):
+        student_modules(package, [public_test])
 
 
 @pytest.mark.parametrize("leak", [

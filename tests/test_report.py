@@ -12,7 +12,7 @@ import jsonschema
 import pytest
 
 from grader.gradebook import load_current_report, read_report
-from grader.report import SCHEMA_VERSION, Flag, GradeReport, PartResult, SchemaTooNewError, load_schema
+from grader.report import SCHEMA_VERSION, Flag, GradeReport, PartResult, SchemaTooNewError, bounded, load_schema
 from grader.report import TestResult as Result
 from tests.conftest import assert_valid
 
@@ -145,7 +145,6 @@ def test_batch_grading_regrades_a_version_1_report_but_can_read_it(tmp_path):
 def test_the_terminal_view_counts_the_flags_in_one_line():
     from rich.console import Console
 
-    from grader.flags import bounded
     from grader.render import render_report
 
     def shown(flags) -> str:

@@ -4,25 +4,26 @@
 
 They are a subset in spirit of what the grader checks; passing them does not mean full
 marks. Run `grade assignments/02` for the graded result and hints.
-"""
 
-import math
+Tests that check values compare your output on stored inputs with the stored right output, and
+with what common mistakes output on them (test_masks.safetensors, beside this file).
+"""
 
 import pytest
 import torch
 
+from grader.public_cases import Cases
 from masks import CausalSelfAttention, causal_mask, dropout, padding_mask
+
+CASES = Cases(__file__)
 
 
 def test_causal_mask_is_lower_triangular_and_bool():
     mask = causal_mask(3)
     assert mask.dtype == torch.bool
-    expected = torch.tensor([[True, False, False], [True, True, False], [True, True, True]])
-    for wrong, mistake in ((expected.T, "a causal mask built with `triu` instead of `tril`"),
-                           (~expected, 'a causal mask inverted (True read as "blocked")'),
-                           (expected & ~torch.eye(3, dtype=torch.bool), "the diagonal left out of the causal mask")):
-        assert not torch.equal(mask, wrong), f"mistake: {mistake}"
-    assert torch.equal(mask, expected)
+    CASES["causal_mask"].expect(mask, mistakes=("a causal mask built with `triu` instead of `tril`",
+                                                'a causal mask inverted (True read as "blocked")',
+                                                "the diagonal left out of the causal mask"))
 
 
 def test_padding_mask_shape_and_values():
@@ -60,21 +61,12 @@ def test_causal_self_attention_shape_and_buffer():
 
 
 def test_causal_self_attention_scales_by_sqrt_d_out_and_blocks_the_future():
-    torch.manual_seed(0)
-    attention = CausalSelfAttention(d_in=6, d_out=4, context_length=5)  # d_out = 4, d_in = 6, T = 5
-    x = torch.randn(2, 5, 6)
-    q, k, v = attention.W_query(x), attention.W_key(x), attention.W_value(x)
-    future = torch.ones(5, 5, dtype=torch.bool).triu(1)
-
-    def attend(scale: float, fill: float = float("-inf")) -> torch.Tensor:
-        return torch.softmax((q @ k.transpose(-2, -1) / scale).masked_fill(future, fill), dim=-1) @ v
-
-    out = attention(x)
-    for wrong, mistake in ((attend(math.sqrt(5)), "scores scaled by `sqrt(T)`, the sequence length"),
-                           (attend(math.sqrt(6)), "scores scaled by the input width (`C ** -0.5` with C = d_in)"),
-                           (attend(2.0, 0.0), "masked scores filled with a value that is not very negative (0, `1e-15`)")):
-        assert not torch.allclose(out, wrong, atol=1e-5), f"mistake: {mistake}"
-    assert torch.allclose(out, attend(2.0), atol=1e-5)
+    case = CASES["causal_self_attention"]  # d_out = 4, d_in = 6, T = 5
+    attention = case.load(CausalSelfAttention(d_in=6, d_out=4, context_length=5)).eval()
+    case.expect(attention(case.tensor("x", 2, 5, 6)), mistakes=(
+        "scores scaled by `sqrt(T)`, the sequence length",
+        "scores scaled by the input width (`C ** -0.5` with C = d_in)",
+        "masked scores filled with a value that is not very negative (0, `1e-15`)"))
 
 
 def test_causal_self_attention_does_not_look_ahead():

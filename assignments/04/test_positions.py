@@ -4,14 +4,18 @@
 
 They are a subset in spirit of what the grader checks; passing them does not mean full
 marks. Run `grade assignments/04` for the graded result and hints.
-"""
 
-import math
+Tests that check values compare your output on stored inputs with the stored right output, and
+with what common mistakes output on them (test_positions.safetensors, beside this file).
+"""
 
 import pytest
 import torch
 
+from grader.public_cases import Cases
 from positions import PositionalEncoding, TokenEmbedding, sinusoidal_encoding
+
+CASES = Cases(__file__)
 
 
 def test_sinusoidal_encoding_shape_and_dtype():
@@ -23,25 +27,14 @@ def test_sinusoidal_encoding_position_zero_is_sin_0_cos_0():
     assert torch.equal(sinusoidal_encoding(3, 6)[0], torch.tensor([0.0, 1.0, 0.0, 1.0, 0.0, 1.0]))
 
 
-def test_sinusoidal_encoding_first_pair_is_sin_and_cos_of_the_position():
-    pe = sinusoidal_encoding(5, 4)
-    positions = torch.arange(5, dtype=torch.float32)
-    assert not torch.allclose(pe[:, 0], torch.cos(positions), atol=1e-6), "mistake: sin and cos swapped"
-    second_sine = torch.sin(positions * 10000 ** (-2 / 4))  # what a concatenated [sin..., cos...] puts second
-    assert not torch.allclose(pe[:, 1], second_sine, atol=1e-6), \
-        "mistake: sin and cos concatenated instead of interleaved"
-    assert torch.allclose(pe[:, 0], torch.sin(positions), atol=1e-6)
-    assert torch.allclose(pe[:, 1], torch.cos(positions), atol=1e-6)
+def test_sinusoidal_encoding_interleaves_sin_and_cos_of_the_position():
+    CASES["interleaved"].expect(sinusoidal_encoding(5, 4), atol=1e-6, mistakes=(
+        "sin and cos swapped", "sin and cos concatenated instead of interleaved"))
 
 
-def test_sinusoidal_encoding_second_pair_has_frequency_10000_to_the_minus_2_over_d_model():
-    d_model = 8
-    pe = sinusoidal_encoding(6, d_model)
-    positions = torch.arange(6, dtype=torch.float32)
-    # Pair i (columns 2i and 2i+1) turns at 10000 ** (-2i / d_model): for i = 1, the exponent is 2 / d_model.
-    assert not torch.allclose(pe[:, 2], torch.sin(positions * 10000 ** (-1 / d_model)), atol=1e-5), \
-        "mistake: exponent `i/d_model` instead of `2i/d_model`"
-    assert torch.allclose(pe[:, 2], torch.sin(positions * 10000 ** (-2 / d_model)), atol=1e-5)
+def test_sinusoidal_encoding_pair_i_has_frequency_10000_to_the_minus_2i_over_d_model():
+    # Pair i (columns 2i and 2i+1) turns at 10000 ** (-2i / d_model).
+    CASES["frequencies"].expect(sinusoidal_encoding(6, 8), mistakes=("exponent `i/d_model` instead of `2i/d_model`",))
 
 
 def test_sinusoidal_encoding_rejects_odd_d_model():
@@ -66,7 +59,7 @@ def test_positional_encoding_rejects_too_long_input():
 
 
 def test_token_embedding_is_scaled_by_sqrt_d_model():
-    module = TokenEmbedding(vocab_size=10, d_model=16)
-    tokens = torch.tensor([[1, 2, 3]])
+    case = CASES["token_embedding"]
+    module = case.load(TokenEmbedding(vocab_size=10, d_model=16))
     assert isinstance(module.embedding, torch.nn.Embedding)
-    assert torch.allclose(module(tokens), module.embedding(tokens) * math.sqrt(16))
+    case.expect(module(case.tokens("tokens", 10, 1, 3)))
