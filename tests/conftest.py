@@ -16,6 +16,7 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from grader.api import grade
 from grader.report import GradeReport, Status, load_schema
+from grader.sandbox import cgroups, landlock, namespaces, seccomp
 from grader.sandbox.limits import Limits
 from grader.sandbox.zygote import ZygoteServer
 from reference import as_submission
@@ -25,6 +26,34 @@ ASSIGNMENTS = ROOT / "assignments"
 ASSIGNMENT_03 = ASSIGNMENTS / "03"
 # Short enough to keep the suite quick, long enough for a correct submission on a busy CI box.
 TEST_LIMITS = Limits(call_timeout_s=5.0, cell_timeout_s=2.0, memory_bytes=2 * 2**30)
+
+
+# The sandbox's layers, as the machine offers them (its kernel's features, root): a test marked
+# @pytest.mark.needs_layer(NAME, ...) skips where one is missing, and fails instead when
+# REQUIRE_SANDBOX=1 (CI, where every layer must be tested).
+LAYERS = {
+    "namespaces": namespaces.namespaces_available,
+    "landlock": lambda: landlock.abi_version() >= 1,
+    "landlock-signals": lambda: landlock.abi_version() >= 6,
+    "seccomp": seccomp.available,
+    **{f"{controller}-cgroup": (lambda controller=controller: cgroups.available(controller))
+       for controller in cgroups.CONTROLLERS},
+}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", f"needs_layer(*names): skip without these sandbox layers, one of {sorted(LAYERS)}; "
+                                       "fail instead with REQUIRE_SANDBOX=1")
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    for marker in item.iter_markers("needs_layer"):
+        missing = [name for name in marker.args if not LAYERS[name]()]
+        if missing:
+            message = f"this machine lacks the sandbox layers {', '.join(missing)}"
+            if os.environ.get("REQUIRE_SANDBOX") == "1":
+                pytest.fail(f"REQUIRE_SANDBOX=1, but {message}", pytrace=False)
+            pytest.skip(message)
 
 
 def notebook_text(*cells: str, markdown_first: bool = True) -> str:

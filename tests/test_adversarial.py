@@ -12,6 +12,7 @@ with ``sandbox="off"`` and shows that the attack is real.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import socket
@@ -26,7 +27,6 @@ import reference
 from grader import hints
 from grader.cli import main as grade_cli
 from grader.report import GradeReport, Status
-from grader.sandbox import cgroups, namespaces
 from reference import as_submission
 from reference.hidden.a03 import variants
 from tests.conftest import ASSIGNMENT_03, TEST_LIMITS, assert_valid, grader_files, mutant, notebook_text, part
@@ -37,7 +37,7 @@ STUB = (ASSIGNMENT_03 / "mha.py").read_text()
 # A wrong split_heads (and so a wrong MultiHeadAttention): what a forger wants points for.
 WRONG = mutant(REFERENCE, "x.view(batch, length, num_heads, d_k).transpose(1, 2)",
                "x.reshape(batch, num_heads, length, d_k)")
-needs_namespaces = pytest.mark.skipif(not namespaces.namespaces_available(), reason="no namespaces here (needs root)")
+needs_namespaces = pytest.mark.needs_layer("namespaces")
 
 
 def _scores(report: GradeReport) -> dict[str, float]:
@@ -335,7 +335,7 @@ def test_filling_the_disk_stops_at_the_scratch_cap(hostile, tmp_path):
     assert "outside:" in report.output and not outside.exists()
 
 
-@pytest.mark.skipif(not (cgroups.available() and namespaces.namespaces_available()), reason="no pids cgroup here")
+@pytest.mark.needs_layer("pids-cgroup", "namespaces")
 def test_a_fork_bomb_is_contained(hostile):
     bomb = ("import os\n"
             "while True:\n"
@@ -344,6 +344,114 @@ def test_a_fork_bomb_is_contained(hostile):
     report = hostile(notebook_text(bomb, REFERENCE), suffix=".ipynb")
     assert report.score == report.max_score
     assert any("cell 2" in note and "time limit" in note for note in report.notes), report.notes
+
+
+# ---- limits per submission, not per process --------------------------------------------
+
+SHM_KEY = 0x67726164  # a System V shared memory segment's key, as two students could agree on one
+SHM = """
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+segment = libc.shmget({key}, 512 * 2**20, 0o1666 if {leave} else 0)  # IPC_CREAT: 512 MiB, never removed
+if {leave}:
+    ctypes.memmove(libc.shmat(segment, None, 0), b'the answers', 11)
+print('shared memory:', ctypes.string_at(libc.shmat(segment, None, 0), 11) if segment != -1
+      else os.strerror(ctypes.get_errno()))
+"""
+
+
+@needs_namespaces
+def test_shared_memory_left_by_one_submission_is_gone_and_never_reaches_the_next(hostile):
+    libc = ctypes.CDLL(None, use_errno=True)
+    try:
+        first = hostile(notebook_text(SHM.format(key=SHM_KEY, leave=True), REFERENCE), suffix=".ipynb")
+        assert "shared memory: b'the answers'" in first.output  # it had its segment while it ran
+        assert libc.shmget(SHM_KEY, 0, 0) == -1  # and nothing is left on the machine
+        second = hostile(notebook_text(SHM.format(key=SHM_KEY, leave=False), REFERENCE), suffix=".ipynb")
+        assert "shared memory: No such file or directory" in second.output
+        assert first.score == second.score == first.max_score
+    finally:  # what a grader without IPC namespaces leaves behind
+        segment = libc.shmget(SHM_KEY, 0, 0)
+        if segment != -1:
+            libc.shmctl(segment, 0, None)  # IPC_RMID
+
+
+HELPERS = """
+import os, time
+read_end, write_end = os.pipe()
+helpers = []
+for _ in range(6):
+    pid = os.fork()
+    if pid == 0:
+        try:
+            held = b'x' * (600 * 2**20)  # every page written: resident
+            os.write(write_end, b'+')
+            time.sleep(60)
+        finally:
+            os._exit(0)
+    helpers.append(pid)
+os.close(write_end)
+os.set_blocking(read_end, False)
+dead, deadline = set(), time.monotonic() + 10
+while len(dead) < len(helpers) and time.monotonic() < deadline:
+    time.sleep(0.1)
+    dead |= {pid for pid in helpers if pid not in dead and os.waitpid(pid, os.WNOHANG)[0]}
+    try:
+        if len(os.read(read_end, 6)) + len(dead) >= len(helpers):
+            break
+    except BlockingIOError:
+        pass
+time.sleep(0.5)
+dead |= {pid for pid in helpers if pid not in dead and os.waitpid(pid, os.WNOHANG)[0]}
+print('holding 600 MiB at once:', len(helpers) - len(dead))
+"""
+
+
+@pytest.mark.needs_layer("memory-cgroup", "namespaces")
+def test_forked_helpers_hold_no_more_than_the_submissions_memory_limit_together(hostile):
+    # TEST_LIMITS' 2 GiB is each process's address space too: each helper alone fits in it.
+    report = hostile(notebook_text(HELPERS, REFERENCE), suffix=".ipynb", limits=replace(TEST_LIMITS, cell_timeout_s=15))
+    assert report.score == report.max_score  # the kernel ended helpers (or the cell), not the grading
+    holding = [line for line in report.output.splitlines() if line.startswith("holding")]
+    if holding:
+        assert int(holding[0].split()[-1]) * 600 * 2**20 < TEST_LIMITS.memory_bytes, holding
+    else:  # the kernel ended the student's process itself: the cell is skipped, and said why
+        assert any("cell 2" in note and "memory limit of 2 GiB exceeded by all of your code's processes" in note
+                   for note in report.notes), report.notes
+
+
+HOG = """
+import os, time
+started = time.monotonic()
+for _ in range(16):
+    if os.fork() == 0:
+        while time.monotonic() < started + 1.5:
+            pass
+        os._exit(0)
+while True:
+    try:
+        os.wait()
+    except ChildProcessError:
+        break
+times = os.times()
+print(f'busy processes: {times.children_user + times.children_system:.2f} s of CPU in {time.monotonic() - started:.2f} s')
+print('in', *(line for line in open('/proc/self/cgroup').read().splitlines() if ':cpu:' in line or ':cpu,' in line or line.startswith('0::')))
+"""
+
+
+@pytest.mark.needs_layer("cpu-cgroup")
+def test_a_cpu_hog_gets_one_submissions_share_however_many_processes_it_starts(hostile):
+    # Load-independent: the quota caps what its processes get together (what a classmate graded
+    # beside it keeps); a busy machine only gives them less.
+    report = hostile(notebook_text(HOG, REFERENCE), suffix=".ipynb", limits=replace(TEST_LIMITS, cell_timeout_s=15))
+    assert report.score == report.max_score
+    lines = report.output.splitlines()
+    line = next(line for line in lines if line.startswith("busy processes"))
+    cpu_s, wall_s = float(line.split()[2]), float(line.split()[-2])
+    assert cpu_s <= wall_s * TEST_LIMITS.threads + 0.3, line  # one CPU, one CFS period of slack
+    cgroup = next(line for line in lines if line.startswith("in "))
+    assert f"/transformer-grader/submission-{os.getpid()}-" in cgroup, cgroup  # the submission's, with its quota
 
 
 @needs_namespaces

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from grader.report import GradeReport, Status
-from grader.sandbox import cgroups
+from grader.sandbox.cgroups import SubmissionCgroup
 from grader.sandbox.zygote import ZygoteServer
 from reference import as_submission
 from tests.conftest import (
@@ -197,10 +197,8 @@ def test_slow_code_uses_up_its_own_time_and_is_graded_not_a_grader_error(grade_s
 
 
 def _cgroups() -> set[str]:
-    """This process's submission cgroups: other graders on the machine make their own."""
-    parent = cgroups._parent()
-    mine = f"submission-{os.getpid()}-"
-    return {path.name for path in parent.iterdir() if path.name.startswith(mine)} if parent else set()
+    """This process's submission cgroups, in every controller: other graders on the machine make their own."""
+    return {cgroup.name for cgroup in SubmissionCgroup.existing(f"submission-{os.getpid()}-*")}
 
 
 def test_a_killed_suite_process_leaves_no_scratch_cgroup_or_process(grade_source, tmp_path, monkeypatch):

@@ -21,7 +21,7 @@ from grader.cli import main
 from grader.gradebook import report_path, write_outputs
 from grader.submissions import discover
 from grader.report import SCHEMA_VERSION
-from grader.sandbox.cgroups import PidsCgroup
+from grader.sandbox.cgroups import SubmissionCgroup
 from grader.sandbox.zygote import ZygoteServer
 from reference import as_submission
 from tests.conftest import ASSIGNMENT_03, ROOT, TEST_LIMITS, alive, descendants
@@ -184,5 +184,5 @@ def test_killing_the_grader_leaves_no_process_behind(class_folder, tmp_path):
     subprocess.run([sys.executable, "-m", "grader.cli", "assignments/03", "--submission", "examples/03/submission.py",
                     "--device", "cpu", "-q"], cwd=ROOT, check=True, timeout=120)
     left = [*Path(tempfile.gettempdir()).glob(f"submission-{grader.pid}-*"),
-            *(cgroup.path for cgroup in PidsCgroup.existing(f"submission-{grader.pid}-*"))]
+            *(path for cgroup in SubmissionCgroup.existing(f"submission-{grader.pid}-*") for path in cgroup.directories)]
     assert left == []

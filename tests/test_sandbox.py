@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
 import socket
@@ -22,6 +23,7 @@ from grader.sandbox.limits import Limits
 from grader.sandbox.session import StudentSession
 from grader.sandbox.workspace import Workspace
 from grader.sandbox.zygote import SERVER_ENV, Zygote, ZygoteServer
+from tests import conftest
 from tests.conftest import alive, descendants
 
 # Time limits far above what any call here needs, so that a loaded machine fails no test;
@@ -33,7 +35,8 @@ HANGS = replace(LIMITS, call_timeout_s=2.0, cell_timeout_s=1.0)
 @pytest.fixture
 def session_for():
     """session_for(*cell_sources, kind="notebook", sandbox="basic" or layers=Isolation(...)) -> a
-    StudentSession; all cleaned up after."""
+    StudentSession, one submission's; all cleaned up after. ``session_for.workspaces``: each
+    session's :class:`Workspace` (its scratch and cgroup), in order."""
     opened = []
 
     def make(*sources: str, kind: str = "notebook", limits: Limits = LIMITS, sandbox: str = "basic",
@@ -45,8 +48,10 @@ def session_for():
                              workspace.zygote_config(limits, "cpu", (str(reference.PACKAGE_DIR),), layers))
         session = StudentSession(zygote, program, limits)
         opened.append((session, zygote, workspace))
+        make.workspaces.append(workspace)
         return session
 
+    make.workspaces = []
     yield make
     for session, zygote, workspace in opened:
         session.close()
@@ -294,8 +299,7 @@ TRY_OPEN = ("import os\n"
             "    except OSError as exc:\n        return type(exc).__name__\n")
 
 
-@pytest.mark.skipif(landlock.abi_version() < 1, reason="this kernel has no Landlock")
-@pytest.mark.skipif(landlock.abi_version() < 1, reason="this kernel has no Landlock")
+@pytest.mark.needs_layer("landlock")
 def test_landlock_keeps_the_grader_files_out_of_reach(session_for, tmp_path):
     reference_file = str(Path(reference.__file__).parent / "multihead.py")
     outside = str(tmp_path / "planted.txt")
@@ -310,7 +314,7 @@ def test_landlock_keeps_the_grader_files_out_of_reach(session_for, tmp_path):
 
 
 NAMESPACES_ONLY = isolation.Isolation(landlock=False, namespaces=True)
-needs_namespaces = pytest.mark.skipif(not namespaces.namespaces_available(), reason="no namespaces here (needs root)")
+needs_namespaces = pytest.mark.needs_layer("namespaces")
 
 
 @needs_namespaces
@@ -406,10 +410,9 @@ def test_basic_warns_about_a_missing_layer_and_grades_with_the_others(monkeypatc
     assert chosen.namespaces == namespaces.namespaces_available()
 
 
+@pytest.mark.needs_layer("landlock")
 def test_a_reference_inside_a_readable_directory_is_not_called_protected(monkeypatch, tmp_path):
     monkeypatch.setattr(landlock, "readable_roots", lambda: [str(tmp_path)])
-    if landlock.abi_version() < 1:
-        pytest.skip("this kernel has no Landlock")
     with pytest.raises(isolation.SandboxUnavailable, match="reference readable"):
         isolation.choose("strict", tmp_path / "reference")
     with pytest.warns(isolation.SandboxWarning):
@@ -421,7 +424,7 @@ def test_off_uses_no_optional_layer():
     assert isolation.choose("off", reference.PACKAGE_DIR).layers() == isolation.BASE_LAYERS
 
 
-@pytest.mark.skipif(landlock.abi_version() < 6, reason="Landlock signal scoping needs ABI 6")
+@pytest.mark.needs_layer("landlock-signals")
 def test_landlock_alone_stops_signals_to_the_grader(session_for):
     session = session_for("import os\n"
                           "def signal(pid):\n"
@@ -431,7 +434,7 @@ def test_landlock_alone_stops_signals_to_the_grader(session_for):
     assert session.call("signal", os.getpid()) == "PermissionError"
 
 
-@pytest.mark.skipif(not (cgroups.available() and namespaces.namespaces_available()), reason="no pids cgroup here")
+@pytest.mark.needs_layer("pids-cgroup", "namespaces")
 def test_a_fork_bomb_stops_at_the_process_limit_and_the_next_child_still_starts(session_for):
     limits = replace(HANGS, processes=32)
     session = session_for("import os, time\n"
@@ -451,15 +454,19 @@ def test_a_fork_bomb_stops_at_the_process_limit_and_the_next_child_still_starts(
     assert session.call("ping") == "pong"  # a new child, though the last one filled the cgroup
 
 
-def test_strict_names_a_missing_pids_cgroup(monkeypatch):
-    monkeypatch.setattr(cgroups, "available", lambda: False)
-    with pytest.raises(isolation.SandboxUnavailable, match="pids cgroup"):
+@pytest.mark.parametrize("controller, named", [("pids", "fork bombs"), ("memory", "memory of a submission's processes"),
+                                               ("cpu", "CPU share of a submission's processes")])
+def test_strict_names_a_missing_cgroup_controller_and_basic_warns(monkeypatch, controller, named):
+    real = cgroups.available
+    monkeypatch.setattr(cgroups, "available", lambda wanted: wanted != controller and real(wanted))
+    with pytest.raises(isolation.SandboxUnavailable, match=f"{controller} cgroup"):
         isolation.choose("strict", reference.PACKAGE_DIR)
-    with pytest.warns(isolation.SandboxWarning, match="fork bombs"):
-        assert "pids-cgroup" not in isolation.choose("basic", reference.PACKAGE_DIR).layers()
+    with pytest.warns(isolation.SandboxWarning, match=named):
+        chosen = isolation.choose("basic", reference.PACKAGE_DIR)
+    assert controller not in chosen.cgroup_controllers() and f"{controller}-cgroup" not in chosen.layers()
 
 
-@pytest.mark.skipif(not seccomp.available(), reason="no seccomp filter here")
+@pytest.mark.needs_layer("seccomp")
 def test_seccomp_refuses_what_a_submission_never_needs_and_allows_the_rest(session_for):
     session = session_for("import ctypes, os, torch\n"
                           "libc = ctypes.CDLL(None, use_errno=True)\n"
@@ -502,3 +509,184 @@ def test_after_a_timeout_the_session_gives_calls_that_may_run_the_hung_code_the_
     assert given == [("split_heads", 2.0), ("split_heads", 0.5), ("attend", 0.5), ("unrelated", 2.0)]
     with pytest.raises(StudentTimeout, match=r"time limit of 0.5 s exceeded \(split_heads ran past"):
         session.call("split_heads", torch.ones(2), 6)
+
+
+# ---- limits per submission, not per process -------------------------------------------------
+
+SYSV_KEY = 0x67726164  # "grad": a shared memory segment's key, as a student would pick one
+MQUEUE = "/grader-leak"
+IPC = """
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+
+def leave(key, size, queue):
+    segment = libc.shmget(key, size, 0o1600)  # IPC_CREAT; never removed
+    ctypes.memmove(libc.shmat(segment, None, 0), b'secret', 6)
+    libc.mq_open(queue.encode(), os.O_CREAT | os.O_RDWR, 0o600, None)  # never unlinked
+    return look(key, queue)
+
+def look(key, queue):
+    segment = libc.shmget(key, 0, 0)
+    if segment == -1:
+        shm = os.strerror(ctypes.get_errno())
+    else:
+        shm = ctypes.string_at(libc.shmat(segment, None, 0o10000), 6).decode()  # SHM_RDONLY
+    mq = 'opened' if libc.mq_open(queue.encode(), os.O_RDONLY) >= 0 else os.strerror(ctypes.get_errno())
+    return shm, mq
+
+def posix_shm():
+    try:
+        os.close(os.open('/dev/shm/grader-leak', os.O_CREAT | os.O_RDWR, 0o600))
+    except OSError as exc:
+        return os.strerror(exc.errno)
+    os.unlink('/dev/shm/grader-leak')
+    return 'created'
+"""
+
+
+def _host_shm_keys() -> set[int]:
+    """The keys of the System V shared memory segments in this (the grader's) IPC namespace."""
+    return {int(line.split()[0]) for line in Path("/proc/sysvipc/shm").read_text().splitlines()[1:]}
+
+
+@needs_namespaces
+def test_ipc_objects_die_with_the_submission_and_no_other_submission_sees_them(session_for):
+    libc = ctypes.CDLL(None, use_errno=True)
+    try:
+        # Namespaces alone (Landlock refuses to open a POSIX message queue at all).
+        first = session_for(IPC, layers=NAMESPACES_ONLY)
+        assert first.call("leave", SYSV_KEY, 2**20, MQUEUE) == ("secret", "opened")  # its own, while it lives
+        second = session_for(IPC, layers=NAMESPACES_ONLY)  # a classmate's, graded at the same time
+        assert second.call("look", SYSV_KEY, MQUEUE) == ("No such file or directory",) * 2
+        assert second.call("posix_shm") == "Read-only file system"  # POSIX shared memory is a file
+        first.close()
+        assert SYSV_KEY not in _host_shm_keys()  # nothing left on the machine
+        assert second.call("look", SYSV_KEY, MQUEUE) == ("No such file or directory",) * 2
+    finally:  # what a grader without IPC namespaces leaves on the machine
+        segment = libc.shmget(SYSV_KEY, 0, 0)
+        if segment != -1:
+            libc.shmctl(segment, 0, None)  # IPC_RMID
+        libc.mq_unlink(MQUEUE.encode())
+
+
+FORKED_HELPERS = """
+import os, time
+
+def helpers(count, size):
+    read_end, write_end = os.pipe()
+    pids = []
+    for _ in range(count):
+        pid = os.fork()
+        if pid == 0:
+            try:
+                held = b'x' * size  # every page written: resident
+                os.write(write_end, b'+')
+                time.sleep(60)
+            finally:
+                os._exit(0)
+        pids.append(pid)
+    os.close(write_end)
+    os.set_blocking(read_end, False)
+    holding, dead, deadline = 0, set(), time.monotonic() + 20
+    while holding + len(dead) < count and time.monotonic() < deadline:
+        time.sleep(0.05)
+        try:
+            holding += len(os.read(read_end, count))
+        except BlockingIOError:
+            pass
+        dead |= {pid for pid in pids if pid not in dead and os.waitpid(pid, os.WNOHANG)[0]}
+    time.sleep(0.5)  # the kernel may still be ending some
+    dead |= {pid for pid in pids if pid not in dead and os.waitpid(pid, os.WNOHANG)[0]}
+    return holding, count - len(dead)
+
+def ping():
+    return 'pong'
+"""
+
+
+@pytest.mark.needs_layer("memory-cgroup")
+def test_forked_helpers_stay_within_the_submissions_memory_limit_together(session_for):
+    limits = replace(LIMITS, memory_bytes=2 * 2**30)  # per process too: each helper fits on its own
+    session = session_for(FORKED_HELPERS, limits=limits)
+    try:
+        _, alive = session.call("helpers", 6, 600 * 2**20)  # 3.5 GiB in all
+    except StudentCrashed as exc:  # the kernel picked the student's own process
+        assert "memory limit of 2 GiB exceeded by all of your code's processes together" in str(exc)
+    else:
+        assert alive * 600 * 2**20 < limits.memory_bytes
+    assert session_for.workspaces[-1].cgroup.oom_kills() > 0
+    assert session.call("ping") == "pong"  # the submission goes on, and so does the grader
+
+
+BUSY = """
+import os, time
+
+def burn(processes, seconds):
+    started = time.monotonic()
+    for _ in range(processes):
+        if os.fork() == 0:
+            while time.monotonic() < started + seconds:
+                pass
+            os._exit(0)
+    while True:
+        try:
+            os.wait()
+        except ChildProcessError:
+            break
+    times = os.times()
+    return time.monotonic() - started, times.children_user + times.children_system
+"""
+
+
+def _cpu_settings(directory: Path) -> tuple[int, int] | None:
+    """The CFS quota and period of a cgroup directory (v1 or v2); None where it has no cpu controller."""
+    if (directory / "cpu.max").is_file():
+        quota, period = (directory / "cpu.max").read_text().split()
+        return (-1 if quota == "max" else int(quota)), int(period)
+    if (directory / "cpu.cfs_quota_us").is_file():
+        return int((directory / "cpu.cfs_quota_us").read_text()), int((directory / "cpu.cfs_period_us").read_text())
+    return None
+
+
+def _cpu_usage_s(directory: Path) -> float | None:
+    """The CPU time a cgroup directory accounts to its processes (v1's cpuacct, v2's cpu.stat)."""
+    if (directory / "cpuacct.usage").is_file():
+        return int((directory / "cpuacct.usage").read_text()) / 1e9
+    for line in (directory / "cpu.stat").read_text().splitlines() if (directory / "cpu.stat").is_file() else ():
+        if line.startswith("usage_usec "):
+            return int(line.split()[1]) / 1e6
+    return None
+
+
+@pytest.mark.needs_layer("cpu-cgroup")
+def test_a_cpu_hog_gets_the_submissions_cpu_share_however_many_processes_it_starts(session_for):
+    # Load-independent: a quota caps what the submission's processes get together (a classmate
+    # graded beside it keeps the rest of the machine); a busy machine only gives them less.
+    session = session_for(BUSY, limits=replace(LIMITS, threads=1))
+    cgroup = session_for.workspaces[-1].cgroup
+    assert [settings for settings in map(_cpu_settings, cgroup.directories) if settings] == [(100_000, 100_000)]
+    wall, cpu = session.call("burn", 8, 1.5)
+    assert cpu <= wall * 1 + 0.3, (wall, cpu)  # one CPU's worth of time, one CFS period of slack
+    accounted = [usage for usage in map(_cpu_usage_s, cgroup.directories) if usage is not None]
+    assert accounted and accounted[0] >= cpu * 0.9  # its usage is accounted to the submission
+
+
+class _Marked:
+    """What conftest's hook reads of a test item: its needs_layer markers."""
+
+    def __init__(self, *layers: str):
+        self.marker = pytest.mark.needs_layer(*layers).mark
+
+    def iter_markers(self, name: str):
+        return [self.marker] if name == self.marker.name else []
+
+
+def test_a_test_needing_a_missing_layer_skips_here_and_fails_where_every_layer_is_required(monkeypatch):
+    monkeypatch.setitem(conftest.LAYERS, "seccomp", lambda: False)  # as on a machine without it
+    monkeypatch.delenv("REQUIRE_SANDBOX", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="lacks the sandbox layers seccomp"):
+        conftest.pytest_runtest_setup(_Marked("namespaces", "seccomp"))
+    monkeypatch.setenv("REQUIRE_SANDBOX", "1")  # CI
+    with pytest.raises(pytest.fail.Exception, match="REQUIRE_SANDBOX=1, but this machine lacks the sandbox layers seccomp"):
+        conftest.pytest_runtest_setup(_Marked("seccomp"))

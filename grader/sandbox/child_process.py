@@ -59,6 +59,7 @@ class ChildProcess:
         self._output_truncated = False
         self._load_failed: str | None = None
         self._printed_through = -1  # highest cell index whose output is already collected
+        self._oom_kills = zygote.oom_kills()  # the submission's so far: one more means a child's was
         self.generation = 0  # counts children; objects are only valid in the one that made them
 
     def start(self) -> None:
@@ -222,7 +223,8 @@ class ChildProcess:
             self._collect_output(child)
             return "it killed the grader's process that starts it"
         self._collect_output(child)
-        return describe_exit(status, self.limits)
+        oom_kills, self._oom_kills = self._oom_kills, self._zygote.oom_kills()
+        return describe_exit(status, self.limits, out_of_memory=self._oom_kills > oom_kills)
 
     def _collect_output(self, child: Child) -> None:
         room = max(self.limits.output_bytes - len(self._output), 0)
@@ -294,13 +296,16 @@ class _Loading:
         }[self.bound]
 
 
-def describe_exit(status: int | None, limits: Limits) -> str:
-    """Words for a child's wait status, as the student should read them."""
+def describe_exit(status: int | None, limits: Limits, out_of_memory: bool = False) -> str:
+    """Words for a child's wait status, as the student should read them; ``out_of_memory``:
+    the kernel killed one of the submission's processes for its memory limit meanwhile."""
     if status is None:
         return "it stopped responding"
     if os.WIFEXITED(status):
         return f"exit code {os.WEXITSTATUS(status)}: sys.exit or os._exit"
     signum = os.WTERMSIG(status)
+    if signum == signal.SIGKILL and out_of_memory:
+        return f"{limits.describe_memory()} by all of your code's processes together"
     reasons = {
         signal.SIGKILL: "killed",
         signal.SIGXCPU: f"CPU time limit of {limits.cpu_seconds} s exceeded",

@@ -2,9 +2,11 @@
 
 The trust boundary itself (a forked child, its own process group, resource limits,
 scratch directory, scrubbed environment, plain-data transport) is never optional. On
-top of it, where the machine allows: Landlock (what the child can open) and namespaces
-(no network, no view of other processes, a read-only filesystem with a size-capped
-scratch, no capabilities; see :mod:`grader.sandbox.namespaces`).
+top of it, where the machine allows: Landlock (what the child can open), namespaces
+(no network, no view of other processes or their IPC objects, a read-only filesystem with
+a size-capped scratch, no capabilities; see :mod:`grader.sandbox.namespaces`), seccomp, and
+a cgroup per submission that bounds its processes, memory and CPU share together (see
+:mod:`grader.sandbox.cgroups`).
 
 - ``basic`` (the default) uses what is available and warns once about what is not;
 - ``strict`` refuses to grade unless every layer is available;
@@ -25,8 +27,16 @@ BASE_LAYERS = ["fork-per-submission", "own-process-group", "rlimits", "scratch-d
 
 
 # What namespaces.enter builds, as the report names it.
-NAMESPACE_LAYERS = ["no-network", "pid-namespace", "private-proc", "read-only-root", "scratch-tmpfs",
+NAMESPACE_LAYERS = ["no-network", "pid-namespace", "ipc-namespace", "private-proc", "read-only-root", "scratch-tmpfs",
                     "reference-masked", "no-capabilities"]
+# What each cgroup controller bounds for the submission as a whole, as a missing layer is named.
+CGROUP_LAYERS = {
+    "pids": "a pids cgroup, which stops fork bombs (needs a writable pids controller)",
+    "memory": "a memory cgroup, which bounds the memory of a submission's processes together "
+              "(needs a writable memory controller)",
+    "cpu": "a cpu cgroup, which bounds the CPU share of a submission's processes together "
+           "(needs a writable cpu controller with CFS bandwidth)",
+}
 
 
 class SandboxUnavailable(RuntimeError):
@@ -43,15 +53,21 @@ class Isolation:
     namespaces: bool
     pids_cgroup: bool = False
     seccomp: bool = False
+    memory_cgroup: bool = False
+    cpu_cgroup: bool = False
     landlock_note: str = ""  # why Landlock does not protect the reference, if it does not
+
+    def cgroup_controllers(self) -> list[str]:
+        """The controllers of the submission's cgroup (see :mod:`grader.sandbox.cgroups`)."""
+        wanted = {"pids": self.pids_cgroup, "memory": self.memory_cgroup, "cpu": self.cpu_cgroup}
+        return [controller for controller in cgroups.CONTROLLERS if wanted[controller]]
 
     def layers(self) -> list[str]:
         """The report's ``sandbox`` field."""
         names = list(BASE_LAYERS)
         if self.namespaces:
             names += NAMESPACE_LAYERS
-        if self.pids_cgroup:
-            names.append("pids-cgroup")
+        names += [f"{controller}-cgroup" for controller in self.cgroup_controllers()]
         if self.seccomp:
             names.append("seccomp")
         if self.landlock:
@@ -78,9 +94,8 @@ def choose(mode: str, protected: Path) -> Isolation:
     has_namespaces = namespaces.namespaces_available()
     if not has_namespaces:
         missing.append("namespaces (needs root)")
-    has_pids_cgroup = cgroups.available()
-    if not has_pids_cgroup:
-        missing.append("a pids cgroup, which stops fork bombs (needs a writable pids controller)")
+    has_cgroup = {controller: cgroups.available(controller) for controller in cgroups.CONTROLLERS}
+    missing += [CGROUP_LAYERS[controller] for controller, present in has_cgroup.items() if not present]
     has_seccomp = seccomp.available()
     if not has_seccomp:
         missing.append("seccomp (needs x86-64 Linux with seccomp filters)")
@@ -89,5 +104,6 @@ def choose(mode: str, protected: Path) -> Isolation:
     if missing:
         warnings.warn("sandbox layers missing here, grading with the others: " + "; ".join(missing),
                       SandboxWarning, stacklevel=2)
-    return Isolation(landlock=has_landlock, namespaces=has_namespaces, pids_cgroup=has_pids_cgroup,
-                     seccomp=has_seccomp, landlock_note=note)
+    return Isolation(landlock=has_landlock, namespaces=has_namespaces, pids_cgroup=has_cgroup["pids"],
+                     seccomp=has_seccomp, memory_cgroup=has_cgroup["memory"], cpu_cgroup=has_cgroup["cpu"],
+                     landlock_note=note)

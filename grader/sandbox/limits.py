@@ -1,4 +1,4 @@
-"""Resource limits for a student's child process, and how to describe them in words."""
+"""Resource limits of a student's processes, and how to describe them in words."""
 
 from __future__ import annotations
 
@@ -21,7 +21,9 @@ class Limits:
     cell_timeout_s: float = 10.0  # wall clock for one notebook cell (or a .py's top level)
     load_timeout_s: float = 60.0  # wall clock for running all of a submission's cells, each time a child starts
     student_time_s: float = 300.0  # wall clock for all of one submission's code, over every call and child
-    memory_bytes: int = 4 * 2**30  # address space (CPU) or share of GPU memory (CUDA)
+    # Of each process: its address space (CPU) or share of GPU memory (CUDA); and of all the
+    # submission's processes together, their memory (a memory cgroup).
+    memory_bytes: int = 4 * 2**30
     output_bytes: int = 16 * 2**10  # of stdout/stderr kept for the report
     file_bytes: int = 64 * 2**20  # largest file the child may write
     scratch_bytes: int = 256 * 2**20  # all its files together (a tmpfs, with namespaces)
@@ -29,7 +31,7 @@ class Limits:
     open_files: int = 256  # descriptors open at once
     processes: int = 128  # processes and threads of one submission's children at once (a pids cgroup)
     cpu_seconds: int = 600  # CPU time over the child's whole life; a backstop only
-    threads: int = 1  # torch intra-op threads in the child
+    threads: int = 1  # torch intra-op threads in the child; CPUs all the submission's processes get (a cpu cgroup)
 
     def describe_memory(self) -> str:
         return f"memory limit of {format_bytes(self.memory_bytes)} exceeded"
@@ -46,6 +48,19 @@ def format_bytes(size: float) -> str:
 def die_with_parent() -> None:
     """Ask Linux to SIGKILL this process when its parent dies, so none outlives grading."""
     ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+OOM_SCORE_NEVER, OOM_SCORE_FIRST = -1000, 1000  # the ends of /proc/PID/oom_score_adj
+
+
+def set_oom_score(adjustment: int) -> None:
+    """How readily the kernel's OOM killer picks this process (and, by default, what it forks).
+    Best effort: lowering the score needs CAP_SYS_RESOURCE."""
+    try:
+        with open("/proc/self/oom_score_adj", "w") as file:
+            file.write(str(adjustment))
+    except OSError:
+        pass
 
 
 def fork_when_room(wait_s: float = 2.0) -> int:

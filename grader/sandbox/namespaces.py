@@ -7,6 +7,11 @@
 - **PID**: the student's code runs as PID 2 under a tiny init. It cannot name, signal or
   trace the grader's processes, and when init dies the kernel kills every process in the
   namespace, including those that called ``setsid()`` to leave the process group;
+- **IPC**: System V shared memory, semaphores and message queues, and POSIX message
+  queues, of its own. The kernel destroys them with the namespace, once the student's
+  process and whatever it started have ended: none outlives it (shared memory left on the
+  machine) or reaches the next submission's process (POSIX shared memory is a file in
+  ``/dev/shm``, which the read-only filesystem below refuses);
 - **mount**: a fresh ``/proc`` that lists only the namespace's processes (so neither the
   grader's memory nor its environment is one path away); the whole filesystem read-only;
   a size-capped tmpfs over its scratch directory as the only writable place (the disk
@@ -36,7 +41,7 @@ import tempfile
 from grader.sandbox import cgroups
 from grader.sandbox.limits import die_with_parent, fork_when_room
 
-CLONE_NEWNS, CLONE_NEWNET, CLONE_NEWPID = 0x00020000, 0x40000000, 0x20000000
+CLONE_NEWNS, CLONE_NEWNET, CLONE_NEWPID, CLONE_NEWIPC = 0x00020000, 0x40000000, 0x20000000, 0x08000000
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REC, _MS_PRIVATE = 1, 2, 4, 8, 1 << 14, 1 << 18
 _SYS_MOUNT_SETATTR, _AT_RECURSIVE, _MOUNT_ATTR_RDONLY = 442, 0x8000, 0x1
 _PR_CAPBSET_DROP, _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 24, 47, 4
@@ -60,7 +65,7 @@ def _check(result: int, what: str) -> None:
 
 
 def _unshare() -> None:
-    _check(_libc().unshare(CLONE_NEWNET | CLONE_NEWPID | CLONE_NEWNS), "unshare")
+    _check(_libc().unshare(CLONE_NEWNET | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC), "unshare")
 
 
 def _mount(source: str, target: str, fstype: str | None, flags: int, options: str | None = None) -> None:

@@ -1,7 +1,8 @@
 """What grading one submission holds on the grader's side, and gives back when it ends.
 
 The grader (the process that forks suite processes) creates, for each submission, a
-scratch folder, a pids cgroup and a connection to a fresh submission zygote, and removes
+scratch folder, a cgroup (its processes, memory and CPU share together) and a connection
+to a fresh submission zygote, and removes
 them after the suite process has ended, however it ended: a suite process killed at its
 deadline cannot clean up after itself, and its children's files and cgroup would stay.
 """
@@ -17,7 +18,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.sandbox.cgroups import PidsCgroup
+from grader.sandbox.cgroups import SubmissionCgroup
 from grader.sandbox.isolation import Isolation
 from grader.sandbox.limits import Limits
 from grader.sandbox.zygote import ZygoteConfig, ZygoteServer, ZygoteUnavailable
@@ -30,7 +31,7 @@ _PREFIX = "submission-"  # then the grader's pid: what a killed grader left can 
 class Workspace:
     control: socket.socket  # to the submission zygote; the suite process's, once forked
     scratch_root: Path  # the children's scratch folders are made in here
-    cgroup: PidsCgroup | None
+    cgroup: SubmissionCgroup | None
 
     @classmethod
     def open(cls, isolation: Isolation, limits: Limits, preload: tuple[str, ...]) -> Workspace:
@@ -38,8 +39,9 @@ class Workspace:
         scratch_root = Path(tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-"))
         cgroup = None
         try:
-            if isolation.pids_cgroup:
-                cgroup = PidsCgroup.create(f"{_PREFIX}{os.getpid()}-{next(_serial)}", limits.processes)
+            if isolation.cgroup_controllers():
+                cgroup = SubmissionCgroup.create(f"{_PREFIX}{os.getpid()}-{next(_serial)}",
+                                                 isolation.cgroup_controllers(), limits)
             try:
                 control = ZygoteServer.shared().connect(preload)
             except ZygoteUnavailable:  # it died since it was last used: shared() starts another
@@ -54,7 +56,7 @@ class Workspace:
     def zygote_config(self, limits: Limits, device: str, hidden_paths: tuple[str, ...],
                       isolation: Isolation) -> ZygoteConfig:
         return ZygoteConfig(limits, device, str(self.scratch_root), hidden_paths, isolation,
-                            str(self.cgroup.path) if self.cgroup else None)
+                            tuple(map(str, self.cgroup.directories)) if self.cgroup else ())
 
     def detach(self) -> None:
         """In the grader, once the suite process is forked: only that process talks to the
@@ -78,8 +80,8 @@ def _remove_what_dead_graders_left() -> None:
     for folder in Path(tempfile.gettempdir()).glob(f"{_PREFIX}*"):
         if _owner_is_dead(folder.name):
             shutil.rmtree(folder, ignore_errors=True)
-    for cgroup in PidsCgroup.existing(f"{_PREFIX}*"):
-        if _owner_is_dead(cgroup.path.name):
+    for cgroup in SubmissionCgroup.existing(f"{_PREFIX}*"):
+        if _owner_is_dead(cgroup.name):
             cgroup.kill_all()
             cgroup.remove()
 

@@ -8,7 +8,7 @@ The first time a process grades, it starts a :class:`ZygoteServer` with ``exec``
 interpreter with a nearly empty environment (:data:`SERVER_ENV`), which imports torch and
 the child's code and then only forks. For each submission, the grader hands the server one
 end of a new socket; the server forks a *submission zygote* there, which joins the
-submission's pids cgroup and, at the suite process's request, forks one student child at a
+submission's cgroup and, at the suite process's request, forks one student child at a
 time, passing back the child's socket and its output file (a memfd) with SCM_RIGHTS. The
 submission's source goes from the suite process to each child over that socket: neither the
 server nor a submission zygote ever holds a submission::
@@ -40,9 +40,10 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from grader.sandbox.cgroups import PidsCgroup
+from grader.sandbox.cgroups import SubmissionCgroup
 from grader.sandbox.isolation import Isolation
-from grader.sandbox.limits import Limits, die_with_parent, fork_when_room
+from grader.sandbox.limits import (OOM_SCORE_FIRST, OOM_SCORE_NEVER, Limits, die_with_parent, fork_when_room,
+                                  set_oom_score)
 
 # All the zygote server's environment, which every student child starts from: nothing else
 # of the grader's environment (a token on a CI runner, say) reaches it.
@@ -165,7 +166,7 @@ class ZygoteConfig:
     scratch_root: str
     hidden_paths: tuple[str, ...]
     isolation: Isolation
-    cgroup: str | None  # the submission's pids cgroup, which the zygote joins
+    cgroup: tuple[str, ...]  # the submission's cgroup (a directory per hierarchy), which the zygote joins
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -174,15 +175,16 @@ class ZygoteConfig:
     def from_json(cls, text: str | bytes) -> ZygoteConfig:
         data = json.loads(text)
         return cls(Limits(**data["limits"]), data["device"], data["scratch_root"], tuple(data["hidden_paths"]),
-                   Isolation(**data["isolation"]), data["cgroup"])
+                   Isolation(**data["isolation"]), tuple(data["cgroup"]))
 
 
 class Zygote:
     """The suite process's handle on its submission zygote."""
 
-    def __init__(self, control: socket.socket, pid: int):
+    def __init__(self, control: socket.socket, pid: int, cgroup: SubmissionCgroup | None = None):
         self._control = control
         self.pid = pid
+        self._cgroup = cgroup
 
     @classmethod
     def open(cls, control: socket.socket, config: ZygoteConfig) -> Zygote:
@@ -197,7 +199,7 @@ class Zygote:
         if "pid" not in reply:
             raise ZygoteUnavailable(f"the submission zygote could not start: {reply.get('error', 'no answer')}")
         control.settimeout(CONTROL_TIMEOUT_S)
-        return cls(control, reply["pid"])
+        return cls(control, reply["pid"], SubmissionCgroup(map(Path, config.cgroup)) if config.cgroup else None)
 
     def spawn(self) -> Child:
         try:
@@ -221,6 +223,11 @@ class Zygote:
         if not reply:
             raise ZygoteGone("connection closed")
         return json.loads(reply)["status"]
+
+    def oom_kills(self) -> int:
+        """How many of the submission's processes the kernel has killed so far for exceeding
+        its memory limit together (0 without a memory cgroup)."""
+        return self._cgroup.oom_kills() if self._cgroup else 0
 
     def stop(self) -> None:
         self._control.close()  # the zygote kills its children and exits on EOF
@@ -279,11 +286,14 @@ def _serve_submission(fd: int) -> None:
             return
         config = ZygoteConfig.from_json(data)
         try:
-            if config.cgroup:  # before any child exists: they all count against its pids.max
-                PidsCgroup(Path(config.cgroup)).add(os.getpid())
+            # Before any child exists: they all count against its limits.
+            SubmissionCgroup(map(Path, config.cgroup)).add(os.getpid())
         except OSError as exc:
-            control.sendall(json.dumps({"error": f"cannot join the pids cgroup: {exc}"}).encode())
+            control.sendall(json.dumps({"error": f"cannot join the submission's cgroup: {exc}"}).encode())
             return
+        # Past the memory limit, the kernel kills one of the submission's processes: never this
+        # one, which serves the next child (needs root; its children undo it).
+        set_oom_score(OOM_SCORE_NEVER)
         control.sendall(json.dumps({"pid": os.getpid()}).encode())
         _SubmissionZygote(control, config).serve()
     finally:
@@ -333,6 +343,7 @@ class _SubmissionZygote:
         if pid == 0:
             self._control.close()
             ours.close()
+            set_oom_score(OOM_SCORE_FIRST)  # the first the kernel kills, of the submission's and of the machine's
             _child.run(theirs, output, config.limits, scratch, config.device, config.hidden_paths,
                        config.isolation)
         theirs.close()
