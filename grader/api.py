@@ -21,7 +21,7 @@ from grader.ingest import Program, Ungradable, parse_submission, read_submission
 from grader.options import DEFAULT, GradeOptions, OptionError
 from grader.outcome import SuiteResult
 from grader.report import GradeReport, Status
-from grader.runner import ForkedRun, SuiteError, preload_suite, run_suite
+from grader.runner import ForkedRun, SuiteBoundExceeded, SuiteError, preload_suite, run_suite
 from grader.sandbox.isolation import Isolation, choose
 from grader.sandbox.limits import Limits
 from grader.sandbox.workspace import Workspace
@@ -91,6 +91,8 @@ class PendingGrade:
         status, error = self.status, self.error
         try:
             result = self.run.result()
+        except SuiteBoundExceeded as exc:  # the submission's values, not the grader, made it stop
+            status, error, result = Status.UNGRADABLE, str(exc), SuiteResult()
         except SuiteError as exc:
             status, error, result = Status.GRADER_ERROR, str(exc), SuiteResult()
         return assemble_report(self.assignment, self.submission, result, status=status, error=error,
@@ -133,15 +135,15 @@ def _start_suite(assignment: Assignment, program: Program | None, limits: Limits
                  total_timeout_s: float) -> ForkedRun:
     """Fork the suite process, with the submission's workspace (see :mod:`grader.sandbox.workspace`)."""
     if program is None:  # ungradable: the suite is only collected, to list every part
-        return ForkedRun(lambda: run_suite(assignment, None, limits, device, isolation, None), total_timeout_s)
+        return ForkedRun(lambda: run_suite(assignment, None, limits, device, isolation, None), total_timeout_s, limits)
     try:
         workspace = Workspace.open(isolation, limits, assignment.preload)
     except (OSError, ZygoteUnavailable) as exc:
         message = f"the student's sandbox could not be set up: {exc}"
-        return ForkedRun(lambda: _fail(message), total_timeout_s)
+        return ForkedRun(lambda: _fail(message), total_timeout_s, limits)
     try:
         run = ForkedRun(lambda: run_suite(assignment, program, limits, device, isolation, workspace),
-                        total_timeout_s, on_close=workspace.release)
+                        total_timeout_s, limits, on_close=workspace.release)
     except BaseException:
         workspace.release()
         raise

@@ -15,12 +15,13 @@ import gc
 import importlib
 import json
 import os
+import resource
 import select
 import signal
 import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from pathlib import Path
 
 import pytest
@@ -29,19 +30,28 @@ import torch
 from grader import warm  # noqa: F401  (imports torch makes lazily, once per grader process)
 
 from grader.assignment import Assignment, reference_dir
+from grader.checks import CheckFailed
 from grader.flags import program_flags
 from grader.ingest import Program
 from grader.outcome import SuiteResult, TestOutcome
 from grader.plugin import GradingPlugin
+from grader.sandbox import trusted_bounds
 from grader.sandbox.isolation import Isolation
 from grader.sandbox.limits import Limits, die_with_parent
 from grader.sandbox.session import StudentSession
+from grader.sandbox.trusted_bounds import TrustedBoundExceeded
 from grader.sandbox.workspace import Workspace
 from grader.sandbox.zygote import Zygote, ZygoteUnavailable
 
 
 class SuiteError(Exception):
     """The hidden suite could not run: a grader problem, not the student's."""
+
+
+class SuiteBoundExceeded(SuiteError):
+    """The suite process was stopped at its CPU-time bound (see
+    :mod:`grader.sandbox.trusted_bounds`): the submission's values made the grader's own work
+    too slow. The submission's problem, not the grader's."""
 
 
 def run_suite(assignment: Assignment, program: Program | None, limits: Limits, device: str,
@@ -65,7 +75,8 @@ def run_suite(assignment: Assignment, program: Program | None, limits: Limits, d
             session = StudentSession(zygote, program, limits, reference)
         torch.set_num_threads(1)
         grading = GradingPlugin(session, torch.device(device))
-        tests = _run_pytest(suite, grading, collect_only=program is None)
+        bounds = _TrustedBounds(limits, trusted_bounds.apply(limits, device))
+        tests = _run_pytest(suite, grading, bounds, collect_only=program is None)
         unknown = sorted({test.part for test in tests} - set(assignment.parts))
         if unknown:
             raise SuiteError(f"the hidden suite grades parts that assignment.toml does not list: {unknown}")
@@ -96,7 +107,49 @@ def preload_suite(suite: Path) -> None:
             pass
 
 
-def _run_pytest(suite: Path, grading: GradingPlugin, collect_only: bool) -> list[TestOutcome]:
+class _TrustedBounds:
+    """pytest plugin: each test's trusted side gets its CPU-time budget, and a test that
+    runs the suite process out of a bound fails as the student's: the submission's values
+    are what differ between submissions, and the bounds are far above what the suites need."""
+
+    def __init__(self, limits: Limits, budget: trusted_bounds.CpuBudget):
+        self._limits = limits
+        self._budget = budget
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, None, None]:
+        self._budget.start_test()
+        return (yield from self._bounded())
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, None, None]:
+        return (yield from self._bounded())
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_teardown(self, item: pytest.Item) -> Generator[None, None, None]:
+        try:
+            return (yield from self._bounded())
+        finally:
+            self._budget.end_test()
+
+    def _bounded(self) -> Generator[None, None, None]:
+        try:
+            return (yield)
+        except TrustedBoundExceeded as exc:
+            raise _failed(str(exc), "slow") from None
+        except Exception as exc:
+            if trusted_bounds.memory_exhausted(exc):
+                raise _failed(trusted_bounds.describe_memory(self._limits), "large") from None
+            raise
+
+
+def _failed(bound: str, how: str) -> CheckFailed:
+    return CheckFailed(f"checking this test's results took the grader past {bound}: a value your code "
+                       f"returned (an index, a size or a shape far outside the contract, say) made the check "
+                       f"too {how}", "return values within the contract's shapes and ranges")
+
+
+def _run_pytest(suite: Path, grading: GradingPlugin, bounds: _TrustedBounds, collect_only: bool) -> list[TestOutcome]:
     # Only the plugins named here: whatever else is installed must not change grading.
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     args = [
@@ -108,7 +161,7 @@ def _run_pytest(suite: Path, grading: GradingPlugin, collect_only: bool) -> list
     ]
     if collect_only:
         args.append("--collect-only")
-    exit_code = pytest.main(args, plugins=[grading])
+    exit_code = pytest.main(args, plugins=[grading, bounds])
     if exit_code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) or not grading.outcomes:
         raise SuiteError(f"the hidden suite in {suite.name} failed to run (pytest exit code {int(exit_code)})")
     return grading.outcomes
@@ -121,8 +174,11 @@ class ForkedRun:
     :meth:`fileno`); :meth:`wait` blocks.
     """
 
-    def __init__(self, function: Callable[[], SuiteResult], timeout_s: float, on_close: Callable[[], None] | None = None):
+    def __init__(self, function: Callable[[], SuiteResult], timeout_s: float, limits: Limits,
+                 on_close: Callable[[], None] | None = None):
         self._on_close = on_close  # run here once the process has ended: it cannot clean up if killed
+        self._limits = limits  # its trusted bounds, if ``function`` applies them (run_suite does)
+        self._ended: tuple[int, resource.struct_rusage] | None = None  # its wait status and resource usage
         read_end, write_end = os.pipe()
         gc.freeze()  # the fork's collections then skip (and so do not copy) the pages of what this process holds
         pid = os.fork()
@@ -168,6 +224,11 @@ class ForkedRun:
         finally:
             self.close()
         data = b"".join(self._chunks)
+        if not data and self._ended and trusted_bounds.killed_for_cpu(*self._ended, self._limits):
+            raise SuiteBoundExceeded(
+                f"grading stopped: checking this submission took the grader past its CPU-time bound of "
+                f"{self._limits.suite_cpu_s:g} s in all: values your code returned (an index, a size or a shape "
+                f"far outside the contract, say) made its checks too slow")
         if not data:
             raise SuiteError("the grading process ended without a result (run with GRADER_DEBUG=1 to see why)")
         try:
@@ -186,7 +247,8 @@ class ForkedRun:
             os.kill(self.pid, signal.SIGKILL)
         os.close(self._fd)
         self._fd = -1
-        os.waitpid(self.pid, 0)
+        _, status, usage = os.wait4(self.pid, 0)
+        self._ended = status, usage
         if self._on_close is not None:
             self._on_close()
 

@@ -11,7 +11,10 @@ attack here went around the grader before the process model of the trust issue:
   submission turned into a grader error, and a killed suite process left its scratch
   and cgroup behind;
 - *one zygote for everyone*: a student who kills the grader's zygote server costs the
-  next student nothing.
+  next student nothing;
+- *the trusted side's own bounds*: a value that slips past a suite's checks could make the
+  suite process take gigabytes and minutes; now it fails that test (or, stuck in one C call,
+  that submission), and the machine is safe.
 """
 
 from __future__ import annotations
@@ -25,8 +28,13 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import torch
 
+from grader.assignment import Assignment
+from grader.outcome import SuiteResult
 from grader.report import GradeReport, Status
+from grader.runner import SuiteBoundExceeded
+from grader.sandbox.limits import Limits
 from grader.sandbox.cgroups import SubmissionCgroup
 from grader.sandbox.zygote import ZygoteServer
 from reference import as_submission
@@ -229,3 +237,80 @@ def test_killing_the_zygote_server_costs_the_next_student_nothing(grade_source):
     assert ZygoteServer.shared().pid != server  # killed, and started again
     after = grade_source(REFERENCE)
     assert after.status == Status.GRADED and after.score == after.max_score
+
+
+# ---- the trusted side's own bounds ------------------------------------------------------------
+
+# A hidden suite's checks that a hostile value slipped past: what each makes the trusted side do.
+SLIPPED_PAST = """
+import pytest, torch
+
+pytestmark = pytest.mark.part("p")
+
+def test_a_histogram_sized_by_a_huge_token_id():
+    torch.bincount(torch.tensor([150_000_000, 3]))  # 1.2 GB of counts, and more
+
+def test_a_broadcast_that_never_ends():
+    while True:
+        pass
+
+def test_an_ordinary_check_after_them():
+    assert torch.equal(torch.ones(3) * 2, torch.full((3,), 2.0))
+
+def test_a_bug_in_the_suite_itself():
+    raise ValueError("a bug in the hidden suite")
+"""
+
+
+def _run_suite_file(tmp_path: Path, source: str, limits: Limits) -> SuiteResult:
+    """``source`` as a hidden suite, run as the grader runs one: in a forked suite process, under
+    its trusted bounds, with no submission."""
+    from grader.plugin import GradingPlugin
+    from grader.runner import ForkedRun, _run_pytest, _TrustedBounds
+    from grader.sandbox import trusted_bounds
+
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "test_slipped.py").write_text(source)
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+
+    def run() -> SuiteResult:
+        grading = GradingPlugin(None, torch.device("cpu"))
+        bounds = _TrustedBounds(limits, trusted_bounds.apply(limits, "cpu"))
+        return SuiteResult(tuple(_run_pytest(suite, grading, bounds, collect_only=False)))
+
+    forked = ForkedRun(run, 60, limits)
+    forked.wait()
+    return forked.result()
+
+
+def test_a_value_that_slips_past_the_checks_fails_its_test_at_the_suites_bounds(tmp_path):
+    limits = replace(TEST_LIMITS, suite_memory_bytes=256 * 2**20, suite_test_cpu_s=1)
+    verdicts = {test.name: test.verdict for test in _run_suite_file(tmp_path, SLIPPED_PAST, limits).tests}
+    huge, endless = verdicts["test_a_histogram_sized_by_a_huge_token_id"], verdicts["test_a_broadcast_that_never_ends"]
+    # The student's failure, in the test that met the value; never a grader error they could choose.
+    assert (huge.outcome, huge.internal) == ("failed", False) and "memory bound of 256 MiB" in huge.message
+    assert (endless.outcome, endless.internal) == ("failed", False) and "CPU-time bound of 1 s per test" in endless.message
+    assert verdicts["test_an_ordinary_check_after_them"].outcome == "passed"  # each test gets its own budget
+    assert verdicts["test_a_bug_in_the_suite_itself"].internal  # the grader's own bugs stay the grader's
+
+
+def test_a_suite_process_stuck_past_its_cpu_bound_in_all_ends_that_submission_only(tmp_path):
+    # Stuck in C++ (or in a test with a budget as large as the whole), no exception reaches
+    # Python: the kernel kills the suite process at its bound, and the grader says why.
+    limits = replace(TEST_LIMITS, suite_cpu_s=2, suite_test_cpu_s=2)
+    with pytest.raises(SuiteBoundExceeded, match="CPU-time bound of 2 s in all"):
+        _run_suite_file(tmp_path, SLIPPED_PAST.replace("def test_a_histogram", "def _not_a_test"), limits)
+
+
+def test_a_submission_stopped_at_the_suites_cpu_bound_is_reported_ungradable_not_a_grader_error(monkeypatch, tmp_path):
+    from grader import api
+
+    class Stopped:
+        def result(self):
+            raise SuiteBoundExceeded("grading stopped: ... CPU-time bound of 120 s in all ...")
+
+    pending = api.PendingGrade(Assignment.load(ASSIGNMENT_03), "mha.py", "", Status.GRADED, None, "cpu", [], 0.0,
+                               Stopped())
+    report = pending.finish()
+    assert report.status == Status.UNGRADABLE and "CPU-time bound of 120 s" in report.error

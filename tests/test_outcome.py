@@ -11,6 +11,7 @@ from grader.assignment import Assignment
 from grader.outcome import MalformedResult, SuiteResult, TestOutcome, Verdict
 from grader.report import Flag, Outcome, Status
 from grader.runner import ForkedRun, SuiteError
+from grader.sandbox.limits import Limits
 from tests.conftest import ASSIGNMENT_03
 
 FLAG = Flag("forbidden-builtin", "mha.py line 3", "exec")
@@ -64,7 +65,7 @@ class Garbage:
 
 @pytest.mark.parametrize("function", [lambda: RESULT, Garbage])
 def test_the_grader_side_of_the_pipe_rebuilds_outcomes_or_says_the_result_is_malformed(function):
-    run = ForkedRun(function, timeout_s=30)
+    run = ForkedRun(function, timeout_s=30, limits=Limits())
     run.wait()
     if function is Garbage:
         with pytest.raises(SuiteError, match="malformed result"):

@@ -1,4 +1,5 @@
-"""Resource limits of a student's processes, and how to describe them in words."""
+"""Resource limits of grading one submission (its student processes, and the trusted suite
+process's own bounds), and how to describe them in words."""
 
 from __future__ import annotations
 
@@ -32,6 +33,12 @@ class Limits:
     processes: int = 128  # processes and threads of one submission's children at once (a pids cgroup)
     cpu_seconds: int = 600  # CPU time over the child's whole life; a backstop only
     threads: int = 1  # torch intra-op threads in the child; CPUs all the submission's processes get (a cpu cgroup)
+    # The trusted suite process's own bounds (trusted_bounds.py): what the values a submission
+    # returns can make it spend. What it needs, measured on 01-07 with the reference: under
+    # 50 MiB, 0.7 s of CPU in all and 0.33 s for one test.
+    suite_memory_bytes: int = 2 * 2**30  # beyond what it holds when it starts
+    suite_test_cpu_s: int = 30  # for one test's setup, call and teardown
+    suite_cpu_s: int = 120  # for everything it does
 
     def describe_memory(self) -> str:
         return f"memory limit of {format_bytes(self.memory_bytes)} exceeded"
