@@ -42,26 +42,29 @@ def grade_batch(
     executor: str = DEFAULT_BATCH.executor,
     ray_address: str | None = None,
     roster: Roster | None = None,
+    all_files: bool = DEFAULT_BATCH.all_files,
     on_start: Callable[[int, int], None] | None = None,
     on_begin: Callable[[Path], None] | None = None,
     on_report: Callable[[Path, GradeReport], None] | None = None,
 ) -> BatchResult:
-    """Grade every file in ``folder`` into ``out``, here (``executor="local"``) or on a Ray
-    cluster (``"ray"``); ``roster`` names the students (default: one per folder, see
-    :mod:`grader.students`). ``on_start(total, up_to_date)``, ``on_begin(path)`` (when a
+    """Grade the file each student's grade comes from (``all_files``: every file) in ``folder``
+    into ``out``, here (``executor="local"``) or on a Ray cluster (``"ray"``); ``roster`` names
+    the students (default: one per folder, see :mod:`grader.students`). ``on_start(total, up_to_date)``, ``on_begin(path)`` (when a
     file starts grading here; a Ray cluster starts them all at once) and ``on_report(path,
     report)`` let a caller show progress. The options are :class:`~grader.options.GradeOptions`' and
     :class:`~grader.options.BatchOptions`' fields."""
     started = time.monotonic()
     options = GradeOptions(device=device, sandbox=sandbox, limits=limits)
-    batch = BatchOptions(jobs=jobs, executor=executor)
+    batch = BatchOptions(jobs=jobs, executor=executor, all_files=all_files)
     if not isinstance(assignment, Assignment):
         assignment = Assignment.load(assignment)
     reports: dict[Path, GradeReport] = {}
     todo: list[Path] = []
     files = discover(folder)
-    removed = prune_reports(out, files)
-    for relative in files:
+    students = handins(files, folder, assignment, roster, all_files=batch.all_files)
+    graded = files if batch.all_files else sorted(handin.graded for handin in students if handin.graded)
+    removed = prune_reports(out, graded)  # also those of files an --all-files run graded
+    for relative in graded:
         current = None if force else load_current_report(report_path(out, relative), folder / relative)
         if current is None:
             todo.append(relative)
@@ -84,7 +87,7 @@ def grade_batch(
             if on_report:
                 on_report(relative, report)
     return BatchResult(assignment, dict(sorted(reports.items())), len(reports) - skipped, skipped,
-                       time.monotonic() - started, handins(files, folder, assignment, roster), removed)
+                       time.monotonic() - started, students, removed)
 
 
 def _written(report: GradeReport, path: Path, assignment: Assignment) -> GradeReport:

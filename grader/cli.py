@@ -73,11 +73,12 @@ def _add_limit_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=float, default=DEFAULT.limits.call_timeout_s, metavar="SECONDS",
                         help="time limit per call into student code and per notebook cell (default %(default)g)")
     parser.add_argument("--memory", type=float, default=DEFAULT.limits.memory_bytes / 2**30, metavar="GIB",
-                        help="memory limit of the student's code (default %(default)g)")
+                        help="memory limit of the student's code: each process, and all of a submission's "
+                             "together where the machine has a memory cgroup (default %(default)g)")
     parser.add_argument("--sandbox", choices=SANDBOXES, default=DEFAULT.sandbox,
                         help="isolation beyond the child process: basic uses what this machine offers and warns "
-                             "about the rest; strict refuses to grade without all of them (namespaces, a pids cgroup, "
-                             "seccomp, Landlock); off uses none")
+                             "about the rest; strict refuses to grade without all of them (namespaces, a cgroup per "
+                             "submission with pids, memory and cpu, seccomp, Landlock); off uses none")
 
 
 def _limits(args: argparse.Namespace):
@@ -94,6 +95,9 @@ def _batch_parser() -> argparse.ArgumentParser:
     parser.add_argument("--jobs", "-j", type=int, default=DEFAULT_BATCH.jobs,
                         help="submissions graded at once (default %(default)s)")
     parser.add_argument("--force", action="store_true", help="regrade submissions whose report is up to date")
+    parser.add_argument("--all-files", action="store_true",
+                        help="grade every file a student handed in (default: only the one their grade comes from; "
+                             "the others are listed as handed in, not graded)")
     parser.add_argument("--executor", choices=EXECUTORS, default=DEFAULT_BATCH.executor,
                         help="ray: spread over a Ray cluster (pip install 'transformer-grader[ray]')")
     parser.add_argument("--ray-address", help="the cluster to join (default: RAY_ADDRESS, else a local cluster)")
@@ -189,7 +193,8 @@ def _batch(args: argparse.Namespace, console: Console) -> int:
         with progress:
             result = grade_batch(args.assignment, args.folder, args.out, jobs=args.jobs, device=args.device,
                                  limits=_limits(args), sandbox=args.sandbox, force=args.force, executor=args.executor,
-                                 ray_address=args.ray_address, roster=roster, **progress.callbacks)
+                                 ray_address=args.ray_address, roster=roster, all_files=args.all_files,
+                                 **progress.callbacks)
     except (AssignmentError, ValueError, SandboxUnavailable) as exc:
         _error(console, exc)
         return EXIT_USAGE

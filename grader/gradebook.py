@@ -28,8 +28,10 @@ from grader.sanitize import clean, csv_text
 from grader.students import Handin
 
 # 2: the students, each with the file graded for them. 3: submissions, counts, scores and hints
-# are those of the files graded for the students; also_handed_in counts the other files.
-SUMMARY_SCHEMA_VERSION = 3
+# are those of the files graded for the students; also_handed_in counts the other files. 4: only
+# those files are graded (unless --all-files); not_graded counts the others, and each student's
+# lists theirs.
+SUMMARY_SCHEMA_VERSION = 4
 MISSING = "missing"  # a student's status when they handed in nothing
 GRADEBOOK_HINT_CHARS = 300  # a cell, not a report: the feedback page has the rest
 # Bytes in a report's file name: write_atomic's temporary ".NAME.XXXXXXXX.tmp" beside it must fit
@@ -63,7 +65,7 @@ class StudentGrade:
 @dataclass
 class BatchResult:
     assignment: Assignment
-    reports: dict[Path, GradeReport]  # by path relative to the submissions folder
+    reports: dict[Path, GradeReport]  # by path relative to the submissions folder: the files graded
     graded: int  # graded in this run
     skipped: int  # reports already up to date
     duration_s: float
@@ -151,6 +153,7 @@ def summarize(result: BatchResult) -> dict:
         "assignment": result.assignment.id,
         "submissions": stats.submissions,
         "also_handed_in": stats.also_handed_in,
+        "not_graded": sum(len(grade.handin.not_graded) for grade in students),
         "counts": stats.counts,
         # The gradebook's mean: 0 for a student with no score, where "score" leaves them out.
         "students": {"count": len(students), "missing": sum(grade.status == MISSING for grade in students),
@@ -176,6 +179,7 @@ def _student_entry(grade: StudentGrade) -> dict:
             "submission": handin.graded.as_posix() if handin.graded else None,
             "report": f"reports/{report_path(Path(), handin.graded).name}" if handin.graded else None,
             "files": [path.as_posix() for path in handin.files],
+            "not_graded": [path.as_posix() for path in handin.not_graded],
             "late": handin.late or bool(grade.report and grade.report.late), "note": handin.note}
 
 

@@ -46,6 +46,7 @@ class BatchOptions:
 
     jobs: int = os.cpu_count() or 1  # submissions graded at once
     executor: str = "local"  # one of EXECUTORS
+    all_files: bool = False  # grade every file a student handed in, not only the one their grade comes from
 
     def __post_init__(self) -> None:
         if self.executor not in EXECUTORS:

@@ -123,11 +123,14 @@ class Handin:
     note: str = ""  # the choice among several files, a late upload, not on the roster
     late: bool = False
     unlisted: bool = False  # a roster was given and does not name this student
+    not_graded: tuple[Path, ...] = ()  # the other files, when only the one their grade comes from is graded
 
 
-def handins(files: Iterable[Path], folder: Path, assignment: Assignment, roster: Roster | None = None) -> list[Handin]:
+def handins(files: Iterable[Path], folder: Path, assignment: Assignment, roster: Roster | None = None, *,
+            all_files: bool = False) -> list[Handin]:
     """Every student of the batch, with the file graded for them: each on the roster (with
-    nothing if they handed in nothing), then those whose files no roster row names."""
+    nothing if they handed in nothing), then those whose files no roster row names. Unless
+    ``all_files``, only that file is graded: one student's many copies cost the batch one."""
     grouped: dict[str, list[Path]] = {}
     found: dict[str, Student] = {}
     for relative in files:
@@ -139,7 +142,8 @@ def handins(files: Iterable[Path], folder: Path, assignment: Assignment, roster:
     result = [Handin(student) for student_id, student in listed.items() if student_id not in grouped]
     for student_id, paths in grouped.items():
         student = listed.get(student_id, found[student_id])
-        result.append(_choose(student, paths, folder, assignment, unlisted=roster is not None and not student.on_roster))
+        result.append(_choose(student, paths, folder, assignment, unlisted=roster is not None and not student.on_roster,
+                              all_files=all_files))
     order = {student_id: index for index, student_id in enumerate(listed)}
     return sorted(result, key=lambda handin: (order.get(handin.student.id, len(order)), handin.student.id))
 
@@ -162,7 +166,8 @@ def handed_in_name(relative: Path) -> str:
     return re.sub(r"-\d+$", "", name.stem) + name.suffix
 
 
-def _choose(student: Student, paths: Sequence[Path], folder: Path, assignment: Assignment, *, unlisted: bool) -> Handin:
+def _choose(student: Student, paths: Sequence[Path], folder: Path, assignment: Assignment, *, unlisted: bool,
+            all_files: bool) -> Handin:
     """The file graded for the student, as ``grade`` picks a working copy: of the files named
     like the assignment's module or notebook (else of every .py and .ipynb, else of every
     file), the one with the fewest stubs left; on a tie the shallowest, then the module."""
@@ -173,13 +178,14 @@ def _choose(student: Student, paths: Sequence[Path], folder: Path, assignment: A
     notes = []
     if unlisted:
         notes.append("not on the roster")
-    others = [path.as_posix() for path in paths if path != graded]
+    others = tuple(path for path in paths if path != graded)
     if others:
         why = "the one with the fewest stubs left" if len(pool) > 1 else (
             f"the one named {assignment.module} or {assignment.notebook}" if named else "the only source file")
-        notes.append(f"graded {graded.as_posix()}, {why}; also handed in: {', '.join(others)}")
+        also = "also handed in" if all_files else "also handed in, not graded"
+        notes.append(f"graded {graded.as_posix()}, {why}; {also}: {', '.join(path.as_posix() for path in others)}")
     canvas = _CANVAS_NAME.fullmatch(graded.name) if len(graded.parts) == 1 else None
     late = bool(canvas and canvas["late"])
     if late:
         notes.append("late: Canvas marked the upload LATE")
-    return Handin(student, tuple(paths), graded, "; ".join(notes), late, unlisted)
+    return Handin(student, tuple(paths), graded, "; ".join(notes), late, unlisted, () if all_files else others)

@@ -127,6 +127,36 @@ def test_cli_batch_prints_a_json_summary_when_not_a_terminal(class_folder, tmp_p
     assert summary["submissions"] == 5 and (tmp_path / "r" / "grades.csv").is_file()
 
 
+def test_a_students_many_copies_cost_the_batch_one_grading_unless_all_files_are_asked_for(class_folder, tmp_path):
+    # One student handed in twelve copies; each used to be graded, and the batch took twelve times as long.
+    copies = [f"mallory/mha ({index}).py" for index in range(1, 12)]
+    (class_folder / "mallory").mkdir()
+    for name in copies:
+        (class_folder / name).write_text(REFERENCE)
+    (class_folder / "mallory/mha.py").write_text(REFERENCE)
+    out = tmp_path / "results"
+    argv = ["batch", str(ASSIGNMENT_03), str(class_folder), "--out", str(out), "--jobs", "2", "--device", "cpu",
+            "--timeout", "5"]
+    assert main(argv) == 0
+    reports = {path.name for path in (out / "reports").iterdir()}
+    assert reports == {report_path(out, Path(name)).name for name in
+                       ("alice/mha.py", "bob/mha.py", "carol/mha.ipynb", "dave/mha.py", "erin/notes.txt", "mallory/mha.py")}
+    summary = json.loads((out / "summary.json").read_text())
+    mallory = next(entry for entry in summary["gradebook"] if entry["student"] == "mallory")
+    assert mallory["submission"] == "mallory/mha.py" and mallory["not_graded"] == sorted(copies)
+    assert summary["not_graded"] == 11 and summary["submissions"] == 6 and summary["also_handed_in"] == 0
+    row = next(row for row in csv.DictReader((out / "grades.csv").open()) if row["student"] == "mallory")
+    assert row["status"] == "graded" and "also handed in, not graded: mallory/mha (1).py" in row["note"]
+    assert load_class_data(out).statistics == run(class_folder, out).statistics()  # the class report counts the same
+
+    assert main([*argv, "--all-files"]) == 0  # the eleven others are graded too, and counted apart
+    summary = json.loads((out / "summary.json").read_text())
+    assert len(list((out / "reports").iterdir())) == 6 + 11
+    assert summary["not_graded"] == 0 and summary["also_handed_in"] == 11 and summary["submissions"] == 6
+    assert main(argv) == 0 and len(list((out / "reports").iterdir())) == 6  # and set aside again
+    assert len(list((out / "removed").iterdir())) == 11
+
+
 def test_a_class_with_duplicates_strays_and_a_roster_gives_one_row_per_student(class_folder, tmp_path, capsys):
     (class_folder / "bob/mha.ipynb").write_text((ASSIGNMENT_03 / "mha.ipynb").read_text())  # the stubs: more work left
     (class_folder / "stray.py").write_text("print('who am I?')\n")
@@ -140,7 +170,7 @@ def test_a_class_with_duplicates_strays_and_a_roster_gives_one_row_per_student(c
     assert main(argv) == 0
     rows = {row["student"]: row for row in csv.DictReader((out / "grades.csv").open())}
     assert list(rows) == ["alice", "bob", "carol", "dave", "erin", "zack", "stray"]
-    assert rows["bob"]["submission"] == "bob/mha.py" and "also handed in: bob/mha.ipynb" in rows["bob"]["note"]
+    assert rows["bob"]["submission"] == "bob/mha.py" and "also handed in, not graded: bob/mha.ipynb" in rows["bob"]["note"]
     assert rows["zack"]["status"] == "missing" and rows["zack"]["hint"] == "no submission"
     assert rows["erin"]["status"] == "ungradable" and "not a submission" in rows["erin"]["hint"]
     assert "not on the roster" in rows["stray"]["note"]

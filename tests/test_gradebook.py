@@ -52,10 +52,13 @@ def test_one_student_per_folder_and_the_file_with_most_work_is_graded(tmp_path, 
     assert list(found) == ["lea", "max", "nina", "omar"]
     lea = found["lea"]
     assert lea.graded == Path("lea/mha.ipynb")  # named like the handout, and fewer stubs than mha.py
-    assert "fewest stubs" in lea.note and "lea/mha.py" in lea.note and "lea/scratch.py" in lea.note
-    assert found["max"].note == "" and found["max"].graded == Path("max/mha.py")
+    assert "fewest stubs" in lea.note and "also handed in, not graded: lea/mha.py, lea/scratch.py" in lea.note
+    assert lea.not_graded == (Path("lea/mha.py"), Path("lea/scratch.py"))  # only the file graded for her is graded
+    assert found["max"].note == "" and found["max"].graded == Path("max/mha.py") and found["max"].not_graded == ()
     assert found["nina"].graded == Path("nina/README.txt")  # its report says why it is ungradable
     assert found["omar"].graded == Path("omar.py")
+    every = {handin.student.id: handin for handin in handins(files, tmp_path, assignment, all_files=True)}["lea"]
+    assert every.graded == lea.graded and every.not_graded == () and "also handed in: lea/mha.py" in every.note
 
 
 def test_on_a_tie_the_module_is_graded_as_grade_picks_it(tmp_path, assignment):
@@ -137,7 +140,9 @@ def batch(tmp_path, assignment) -> BatchResult:
                                       Status.UNGRADABLE),
         Path("stray/mha.py"): report("stray/mha.py", assignment),
     }
-    return BatchResult(assignment, reports, 4, 0, 1.0, handins(files, folder, assignment, Roster.parse(ROSTER)))
+    # Every file graded (--all-files): lea's abandoned stub too.
+    return BatchResult(assignment, reports, 4, 0, 1.0, handins(files, folder, assignment, Roster.parse(ROSTER),
+                                                               all_files=True))
 
 
 def rows(text: str) -> list[dict[str, str]]:
