@@ -666,6 +666,10 @@ def test_a_cpu_hog_gets_the_submissions_cpu_share_however_many_processes_it_star
     session = session_for(BUSY, limits=replace(LIMITS, threads=1))
     cgroup = session_for.workspaces[-1].cgroup
     assert [settings for settings in map(_cpu_settings, cgroup.directories) if settings] == [(100_000, 100_000)]
+    cpu = next(directory for directory in cgroup.directories if _cpu_settings(directory))
+    weight = cpu.parent / ("cpu.weight" if (cpu.parent / "cpu.weight").is_file() else "cpu.shares")
+    # All submissions together weigh as one busy process per CPU against the machine's others.
+    assert int(weight.read_text()) in (1024 * os.cpu_count(), min(100 * os.cpu_count(), 10_000))
     wall, cpu = session.call("burn", 8, 1.5)
     assert cpu <= wall * 1 + 0.3, (wall, cpu)  # one CPU's worth of time, one CFS period of slack
     accounted = [usage for usage in map(_cpu_usage_s, cgroup.directories) if usage is not None]

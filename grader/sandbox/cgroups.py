@@ -79,6 +79,8 @@ def _parent(controller: str) -> Path | None:
         parent.mkdir(exist_ok=True)
         if own[1]:  # v2: the controller reaches the submissions' cgroups only when delegated
             (parent / "cgroup.subtree_control").write_text(f"+{controller}")
+        if controller == "cpu":
+            _weigh_as_one_process_per_cpu(parent, own[1])
         probe = parent / f"probe-{os.getpid()}"
         probe.mkdir()
         ok = (probe / probe_file).is_file()
@@ -86,6 +88,18 @@ def _parent(controller: str) -> Path | None:
     except OSError:
         return None
     return parent if ok else None
+
+
+def _weigh_as_one_process_per_cpu(parent: Path, v2: bool) -> None:
+    """The submissions' cgroups share their parent's weight against every other process on the
+    machine: at a single process's default weight, all the students' processes together would
+    get what one busy process gets, fewer CPUs than they did before they had cgroups. At one
+    default weight per CPU, they get what as many busy processes would, each submission as one."""
+    cpus = os.cpu_count() or 1
+    if v2:
+        (parent / "cpu.weight").write_text(str(min(100 * cpus, 10_000)))
+    else:
+        (parent / "cpu.shares").write_text(str(1024 * cpus))
 
 
 def available(controller: str = "pids") -> bool:
