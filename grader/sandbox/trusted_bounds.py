@@ -39,7 +39,8 @@ class TrustedBoundExceeded(BaseException):
 
 
 def apply(limits: Limits, device: str) -> CpuBudget:
-    """Bound this (the suite) process; returns the budget to start each test with."""
+    """Bound this (the suite) process, which computes on ``device``; returns the budget to
+    start each test with."""
     if device.startswith("cuda"):  # CUDA's own host memory, taken once, is not the submission's
         torch.empty(1, device=device)
     private = _status_bytes("VmData")
