@@ -49,9 +49,9 @@ def grade_batch(
 ) -> BatchResult:
     """Grade the file each student's grade comes from (``all_files``: every file) in ``folder``
     into ``out``, here (``executor="local"``) or on a Ray cluster (``"ray"``); ``roster`` names
-    the students (default: one per folder, see :mod:`grader.students`). ``on_start(total, up_to_date)``, ``on_begin(path)`` (when a
-    file starts grading here; a Ray cluster starts them all at once) and ``on_report(path,
-    report)`` let a caller show progress. The options are :class:`~grader.options.GradeOptions`' and
+    the students (default: one per folder, see :mod:`grader.students`). ``on_start(total,
+    up_to_date)``, ``on_begin(path)`` (when a file starts grading here; a Ray cluster starts
+    them all at once) and ``on_report(path, report)`` let a caller show progress. The options are :class:`~grader.options.GradeOptions`' and
     :class:`~grader.options.BatchOptions`' fields."""
     started = time.monotonic()
     options = GradeOptions(device=device, sandbox=sandbox, limits=limits)

@@ -42,8 +42,8 @@ LAYERS = {
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", f"needs_layer(*names): skip without these sandbox layers, one of {sorted(LAYERS)}; "
-                                       "fail instead with REQUIRE_SANDBOX=1")
+    config.addinivalue_line("markers", f"needs_layer(*names): skip without these sandbox layers, one of "
+                                       f"{sorted(LAYERS)}; fail instead with REQUIRE_SANDBOX=1")
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

@@ -435,8 +435,10 @@ while True:
     except ChildProcessError:
         break
 times = os.times()
-print(f'busy processes: {times.children_user + times.children_system:.2f} s of CPU in {time.monotonic() - started:.2f} s')
-print('in', *(line for line in open('/proc/self/cgroup').read().splitlines() if ':cpu:' in line or ':cpu,' in line or line.startswith('0::')))
+cpu, wall = times.children_user + times.children_system, time.monotonic() - started
+print(f'busy processes: {cpu:.2f} s of CPU in {wall:.2f} s')
+cgroups = open('/proc/self/cgroup').read().splitlines()
+print('in', *(line for line in cgroups if ':cpu:' in line or ':cpu,' in line or line.startswith('0::')))
 """
 
 

@@ -51,7 +51,7 @@ def _own_directory(controller: str) -> tuple[Path, bool] | None:
         if controller in controllers.split(","):  # v1
             mount, v2 = CGROUP_ROOT / controller, False
         elif hierarchy == "0" and controller in _read(CGROUP_ROOT / path.lstrip("/") / "cgroup.subtree_control").split():
-            mount, v2 = CGROUP_ROOT, True
+            mount, v2 = CGROUP_ROOT, True  # v2: where this process's cgroup delegates the controller
         else:
             continue
         own = mount / path.lstrip("/")

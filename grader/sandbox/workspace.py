@@ -2,9 +2,9 @@
 
 The grader (the process that forks suite processes) creates, for each submission, a
 scratch folder, a cgroup (its processes, memory and CPU share together) and a connection
-to a fresh submission zygote, and removes
-them after the suite process has ended, however it ended: a suite process killed at its
-deadline cannot clean up after itself, and its children's files and cgroup would stay.
+to a fresh submission zygote, and removes them after the suite process has ended, however
+it ended: a suite process killed at its deadline cannot clean up after itself, and its
+children's files and cgroup would stay.
 """
 
 from __future__ import annotations
