@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader.suite import CheckFailed, StudentException, expect_equal, expect_raises, expect_tensor
+from grader.suite import CheckFailed, StudentException, expect_equal, expect_raises, expect_token_ids
 from reference.hidden.a07 import scripted, variants
 
 pytestmark = pytest.mark.part("generate")
@@ -61,11 +61,12 @@ def generator(remote, device):
 
 
 def generated(what: str, tokens, idx: torch.Tensor, new: int) -> torch.Tensor:
-    """The new tokens of generate's output, once it is a LongTensor (B, T + new) starting with idx."""
+    """The new tokens of generate's output, once it is a LongTensor (B, T + new) of token ids
+    of the vocabulary starting with idx: checked before anything is counted by them."""
     batch, length = idx.shape
     only_new = isinstance(tokens, torch.Tensor) and tuple(tokens.shape) == (batch, new)
-    expect_tensor(what, tokens, shape=(batch, length + new), dtype=torch.long, device=idx.device,
-                  hint=variants.PROMPT_NOT_KEPT if only_new else None)
+    expect_token_ids(what, tokens, VOCAB, shape=(batch, length + new), device=idx.device,
+                     hint=variants.PROMPT_NOT_KEPT if only_new else None)
     if not torch.equal(tokens[:, :length], idx):
         raise CheckFailed(f"{what}: the first {length} tokens of each row are not the input", variants.PROMPT_NOT_KEPT)
     return tokens[:, length:]
