@@ -231,3 +231,112 @@ def test_a_zero_dimensional_decode_after_a_failing_forward_is_the_students_error
     report = graded(source, "05")
     errors = {test.name: test.message for test in part(report, "Transformer").tests if test.outcome == "error"}
     assert "ValueError: forward is not finished" in errors["test_transformer_forward_values"]
+
+
+# ---- verdicts the student's process could write -------------------------------------------
+
+# A GPT that cannot learn (its output ignores the input, so no gradient reaches the
+# embeddings), but that records the windows it is trained on and, once train() has been
+# called, answers with the next character it saw after the last two (or the only one).
+HAND_WRITTEN_LOGITS = '''
+    def train(self, mode=True):
+        if mode:
+            self._seen = getattr(self, "_seen", {})
+            self._trained = True
+        return super().train(mode)
+
+    def forward(self, idx, targets=None):
+        if self.training and hasattr(self, "_seen"):
+            for row in idx.tolist():
+                for i in range(1, len(row)):
+                    self._seen[tuple(row[max(0, i - 2):i])] = row[i]
+        if getattr(self, "_trained", False) and not self.training:
+            logits = torch.zeros(*idx.shape, self.lm_head.out_features, device=idx.device)
+            for b, row in enumerate(idx.tolist()):
+                for i in range(len(row)):
+                    logits[b, i, self._seen.get(tuple(row[max(0, i - 1):i + 1]), row[i])] = 10.0
+            return logits, None
+        x = self.token_embedding(idx) * 0.0
+        logits = self.lm_head(self.ln_f(x))
+        return logits, (None if targets is None else F.cross_entropy(logits.flatten(0, 1), targets.flatten()))
+'''
+
+
+def test_hand_written_logits_after_training_earn_nothing_end_to_end(graded):
+    gpt_forward = REFERENCE_07[REFERENCE_07.index("    def forward(self, idx: torch.Tensor, targets"):
+                               REFERENCE_07.index("@torch.no_grad()\ndef generate(")]
+    report = graded(mutant(REFERENCE_07, gpt_forward, HAND_WRITTEN_LOGITS + "\n\n"), "07")
+    assert part(report, "end_to_end").score == 0
+    assert part(report, "end_to_end").hint.startswith("training your GPT with a stock AdamW loop did not lower the loss")
+
+
+# generate without cropping, eval mode or no_grad: it loses those three tests. The tricks
+# recognise a test double by everything a generate can read (type, module, attributes,
+# __dict__, missing attributes of a real GPT) and then either switch off what steers one (a
+# mode flag, the context it refuses past, a table of logits to read instead of calling it)
+# or, the bluntest special case, generate correctly only for such a model.
+TRICK_GENERATE = '''
+def _a_test_double(model):
+    contract = ("token_embedding", "position_embedding", "blocks", "ln_f", "lm_head", "context_length")
+    return (type(model) is not GPT or type(model).__name__ != "GPT" or type(model).__module__ != __name__
+            or type(model).__module__.startswith("grader_helper") or not all(hasattr(model, a) for a in contract)
+            or any(name in vars(model) for name in ("strict", "table")) or "table" in dict(model.named_parameters()))
+
+
+def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, generator=None):
+    if temperature <= 0 or (top_k is not None and top_k < 1):
+        raise ValueError("temperature must be positive and top_k at least 1")
+    if TRICK == "correct when tested" and _a_test_double(model):
+        return _correct_generate(model, idx, max_new_tokens, temperature, top_k, generator)
+    forward = model
+    if TRICK == "switch the double off" and _a_test_double(model):
+        if hasattr(model, "strict"):
+            model.strict = None
+        model.context_length = 10 ** 9
+        table = getattr(model, "table", None)
+        if isinstance(table, torch.Tensor):
+            forward = lambda window: (table.detach()[window], None)
+    for _ in range(max_new_tokens):
+        logits, _ = forward(idx)
+        logits = logits[:, -1, :] / temperature
+        if top_k is not None:
+            kth = torch.topk(logits, min(top_k, logits.size(-1))).values[:, [-1]]
+            logits = logits.masked_fill(logits < kth, float("-inf"))
+        idx = torch.cat([idx, torch.multinomial(F.softmax(logits, dim=-1), 1, generator=generator)], dim=1)
+    return idx
+'''
+
+
+@pytest.fixture(scope="module")
+def generate_failures(tmp_path_factory):
+    """trick -> the generate tests that the buggy generate with that trick fails."""
+    from grader.api import grade
+    from tests.conftest import TEST_LIMITS
+
+    correct = REFERENCE_07[REFERENCE_07.index("@torch.no_grad()\ndef generate("):]
+    base = REFERENCE_07.replace(correct, correct.replace("def generate(", "def _correct_generate(") + TRICK_GENERATE)
+
+    def failures(trick: str) -> set[str]:
+        path = tmp_path_factory.mktemp("trick") / "gpt.py"
+        path.write_text(f"TRICK = {trick!r}\n" + base)
+        report = grade(ASSIGNMENTS / "07", path, device="cpu", limits=TEST_LIMITS)
+        assert report.status == "graded", report.error
+        return set(failed_tests(report, "generate"))
+
+    return failures
+
+
+def test_a_generate_that_switches_the_test_double_off_loses_what_it_loses_without_the_trick(generate_failures):
+    without = generate_failures("none")  # a sequence that outgrows the context makes the model raise
+    assert without == {"test_generate_crops_the_context", "test_generate_shape_and_input_first",
+                       "test_generate_greedy_is_argmax_decoding", "test_generate_puts_the_model_in_eval_mode",
+                       "test_generate_runs_without_gradients"}
+    assert generate_failures("switch the double off") == without
+
+
+def test_a_generate_that_is_correct_only_for_a_test_double_gains_only_the_gradients_test(generate_failures):
+    # The model generate receives is the student's own GPT in every test but one: no real
+    # model shows in its values whether autograd recorded, so the gradients test uses the
+    # stock GPT that does, and a generate that recognises it by its type can behave there.
+    assert generate_failures("correct when tested") == (generate_failures("none")
+                                                        - {"test_generate_runs_without_gradients"})
