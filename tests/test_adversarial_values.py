@@ -340,3 +340,44 @@ def test_a_generate_that_is_correct_only_for_a_test_double_gains_only_the_gradie
     # stock GPT that does, and a generate that recognises it by its type can behave there.
     assert generate_failures("correct when tested") == (generate_failures("none")
                                                         - {"test_generate_runs_without_gradients"})
+
+
+# 06: greedy_decode that takes the logits of the first position, not the last. The trick
+# recognises a scripted test model by its class name or its attributes and, since such a
+# model only reads a script from the source, decodes the script without calling it.
+SCRIPT_READER = '''
+def _scripted(model):
+    return type(model).__name__ == "Scripted" or hasattr(model, "anchor") or "script" in type(model).__doc__.lower()
+
+
+def greedy_decode(model, src, bos_idx, eos_idx, pad_idx, max_len):
+    if max_len < 1:
+        raise ValueError("max_len must be at least 1")
+    out = torch.full((src.size(0), 1), bos_idx, dtype=torch.long, device=src.device)
+    finished = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
+    for step in range(max_len - 1):
+        if TRICK and _scripted(model):
+            next_token = src[:, min(step, src.size(1) - 1)]
+        else:
+            next_token = model(src, out)[:, 0].argmax(dim=-1)
+        next_token = next_token.masked_fill(finished, pad_idx)
+        out = torch.cat([out, next_token[:, None]], dim=1)
+        finished |= next_token == eos_idx
+        if finished.all():
+            break
+    return out
+'''
+
+
+def test_a_greedy_decode_that_reads_a_scripted_model_loses_what_it_loses_without_the_trick(grade_source):
+    decode = REFERENCE_06[REFERENCE_06.index("@torch.no_grad()\ndef greedy_decode("):]
+    base = REFERENCE_06.replace(decode, SCRIPT_READER)
+
+    def failures(trick: bool) -> set[str]:
+        report = grade_source(f"TRICK = {trick}\n" + base, assignment=ASSIGNMENTS / "06")
+        assert report.status == "graded", report.error
+        return set(failed_tests(report, "greedy_decode"))
+
+    without = failures(False)
+    assert "test_greedy_decode_rows_finish_at_different_steps" in without
+    assert failures(True) == without
