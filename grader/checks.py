@@ -52,6 +52,61 @@ def expect_tensor(
     return got
 
 
+def expect_token_ids(
+    what: str,
+    got: Any,
+    vocab_size: int,
+    *,
+    shape: tuple[int, ...] | torch.Size | None = None,
+    device: torch.device | str | None = None,
+    hint: str | None = None,
+) -> torch.Tensor:
+    """``got`` is a LongTensor (of this shape and device) of token ids in ``0..vocab_size-1``;
+    returns it. Check ids with this before counting, indexing or one-hot encoding by them:
+    an id out of range is the student's mistake, named here, and never sizes a tensor the
+    grader allocates (a ``bincount`` of one id of 10**8 holds 10**8 counts)."""
+    expect_tensor(what, got, shape=shape, dtype=torch.long, device=device, hint=hint)
+    outside = (got < 0) | (got >= vocab_size)
+    if bool(outside.any()):
+        index = _first(outside)
+        raise CheckFailed(f"{what}: token id {int(got[index])} (at index {list(index)}) is outside the vocabulary "
+                          f"(0..{vocab_size - 1})", hint or f"token ids index the vocabulary: each is in 0..{vocab_size - 1}")
+    return got
+
+
+def expect_named_tensors(
+    what: str,
+    got: Any,
+    like: Mapping[str, torch.Tensor],
+    *,
+    others_allowed: bool = False,
+    hint: str | None = None,
+) -> dict[str, torch.Tensor]:
+    """``got`` (a state dict from the student's process) holds, under each of ``like``'s
+    names, a tensor of that shape, floating where ``like``'s is; and no other name unless
+    ``others_allowed`` (buffers beside the parameters). Returns those tensors detached, in
+    ``like``'s dtypes and devices: safe to load into a module or to compare with ``like``."""
+    if not (isinstance(got, dict) and all(isinstance(name, str) for name in got)):
+        raise CheckFailed(f"{what}: expected tensors by name (a dict), got {_kind(got)}", hint)
+    if any(name not in got for name in like) or not (others_allowed or got.keys() <= like.keys()):
+        names = names_mismatch(like, got if not others_allowed else [name for name in got if name in like])
+        raise CheckFailed(f"{what}: the names are not the expected ones: {names}", hint)
+    wrong = [f"{name}: got {describe_value(got[name])}, expected {tuple(want.shape)} ({_name(want.dtype)})"
+             for name, want in like.items()
+             if not (isinstance(got[name], torch.Tensor) and tuple(got[name].shape) == tuple(want.shape)
+                     and got[name].is_floating_point() == want.is_floating_point())]
+    if wrong:
+        raise CheckFailed(f"{what}: {_bounded(wrong, 3, separator='; ')}", hint)
+    return {name: got[name].detach().to(want.device, want.dtype) for name, want in like.items()}
+
+
+def describe_value(value: Any) -> str:
+    """What came back, in a few words: "(400000, 1, 1, 1) (float32)", "None (did you forget to return?)"."""
+    if isinstance(value, torch.Tensor):
+        return f"{tuple(value.shape)} ({_name(value.dtype)})"
+    return _kind(value)
+
+
 def expect_close(
     what: str,
     got: Any,
@@ -250,6 +305,7 @@ def expect_causal(
     hint: str,
     mistakes: Mistakes | None = None,
     shown: int = 3,
+    shape: tuple[int, ...] | torch.Size | None = None,
 ) -> None:
     """Each position of the output depends on no later position of the input.
     ``output_with_change_at(j)`` is the output (positions along dim 1) for the same input
@@ -257,9 +313,11 @@ def expect_causal(
     "position 0 sees position 2"; so does the hint, before ``hint`` (how to mask), unless the
     unchanged output matches one of ``mistakes`` (as in :func:`expect_close`): then the hint
     is that mistake's, the one the value tests give, so one mistake is one hint. A call that
-    returns no tensor of the base's shape is left to the value tests."""
+    returns no tensor of the base's shape (of ``shape``, the contract's, when given: the
+    comparisons then cost what the reference's own output would) is left to the value tests."""
     base = output_with_change_at(None)
-    if not isinstance(base, torch.Tensor) or base.dim() < 2 or base.shape[1] != length:
+    if not isinstance(base, torch.Tensor) or base.dim() < 2 or base.shape[1] != length \
+            or (shape is not None and tuple(base.shape) != tuple(shape)):
         return
     leaks = []
     for later in range(1, length):

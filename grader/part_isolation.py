@@ -14,6 +14,11 @@ pieces has other parameter names than the contract's (an ``nn.Sequential`` FeedF
 those weights cannot go into it: a grader-owned :class:`StockPiece` with the contract's
 names takes its place, so the part is graded on its own wiring, and the hint says so
 (:func:`noting_stock`). The part's own names (a misnamed submodule) still cost points here.
+
+The trusted side computes the contract's wiring, and each mistake's, with the student's
+pieces; it does so only on values it has checked: a piece is called through a
+:class:`BlackBox`, whose every result has the shape the reference's own piece gives on the
+same input (else :class:`PieceUnusable`, and the part is graded against the reference).
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ import torch
 from torch import nn
 
 from grader import hints
-from grader.checks import CheckFailed, expect_close, expect_derivative, is_close
+from grader.checks import CheckFailed, describe_value, expect_close, expect_derivative, expect_tensor, is_close
 from grader.sandbox.errors import StudentError, StudentException
 from grader.student_protocol import Remote, Student
 
@@ -62,6 +67,41 @@ class Piece:
 def describe_piece(name: str, attrs: list[str], where: str) -> str:
     """How PIECES_DIFFER names one piece: 'your MultiHeadAttention (self_attn; assignment 03)'."""
     return f"your {name} ({'; '.join([', '.join(attrs)] * bool(attrs) + [where])})"
+
+
+class PieceUnusable(Exception):
+    """A student's piece returned what its reference twin never does on that input (no
+    tensor, or another shape): the trusted side does not compute with it."""
+
+
+class BlackBox:
+    """One of the student's modules as the trusted side calls it inside a part's wiring, a
+    mistake's or a :class:`Piece`: ``box(*args)`` is ``remote(*args)`` once it is a tensor
+    of the shape ``like`` (the reference's own piece) returns for the same arguments; else
+    :class:`PieceUnusable`. So a value of the student's choosing (a (400000, 1, 1, 1) reply
+    that broadcasts against everything) never enters the grader's arithmetic."""
+
+    def __init__(self, remote: Remote, like: nn.Module):
+        self.remote = remote
+        self._like = like
+
+    def __call__(self, *args: Any, **kwargs: Any) -> torch.Tensor:
+        got = self.remote(*args, **kwargs)
+        try:
+            with torch.no_grad():
+                want = tuple(self._like(*args, **kwargs).shape)
+        except Exception as exc:  # arguments the contract's piece refuses: nothing to check against
+            raise PieceUnusable(f"{type(self._like).__name__} cannot take these arguments ({type(exc).__name__})") \
+                from None
+        if not (isinstance(got, torch.Tensor) and tuple(got.shape) == want):
+            raise PieceUnusable(f"your {self.remote.type_name} returned {describe_value(got)} where the contract's "
+                                f"{type(self._like).__name__} returns shape {want}")
+        return got
+
+
+def black_box(remote: Remote, like: nn.Module) -> BlackBox:
+    """``remote`` (the student's piece) checked against ``like`` (the reference's twin): see :class:`BlackBox`."""
+    return BlackBox(remote, like)
 
 
 def expect_wiring(what: str, got: Any, want_reference: torch.Tensor, want_wiring: Callable[[], torch.Tensor], *,
@@ -123,6 +163,8 @@ def raising_piece(pieces: Sequence[Piece]) -> str | None:
             piece.call()
         except StudentError:
             return PIECE_RAISES.format(piece=f"{piece.name} ({piece.attr})", where=piece.where)
+        except PieceUnusable:
+            continue  # it runs; what it returns is differing_pieces' to judge
     return None
 
 
@@ -133,7 +175,7 @@ def differing_pieces(pieces: Sequence[Piece]) -> str | None:
     for piece in pieces:
         try:
             got = piece.call()
-        except StudentError:
+        except (StudentError, PieceUnusable):
             got = None
         if piece.want is None and got is not None:
             continue
@@ -175,12 +217,16 @@ def expect_gradients(what: str, module: Remote, reference: nn.Module, args: tupl
     Which gradients arrive is the student's process's word, so each one is checked against
     the loss ``<module(*args), grad_output>`` the same module computes: moved a little along
     the reported gradient, its parameters (or the input) must change that loss at the
-    rate the gradient's norm says. Positions where the output is not finite are left out."""
+    rate the gradient's norm says. Positions where the output is not finite are left out.
+    Every gradient and output the module returns is checked for its shape (a parameter's,
+    an input's, ``grad_output``'s) before the grader computes with it."""
     got = module.backward(*args, grad_output=grad_output)
     base = {name: p.detach() for name, p in reference.named_parameters()}
     groups: dict[str, dict[str, torch.Tensor]] = {}
     for name in base:
         grad = got.param_grads.get(name)
+        if isinstance(grad, torch.Tensor):
+            expect_tensor(f"{what}: gradient of {name}", grad, shape=base[name].shape)
         groups.setdefault(_submodule(name), {}).update({name: grad} if isinstance(grad, torch.Tensor) else {})
     missing = sorted(group for group, grads in groups.items() if _norm(grads) == 0)
     if missing:
@@ -189,13 +235,17 @@ def expect_gradients(what: str, module: Remote, reference: nn.Module, args: tupl
         grad = got.input_grads[position] if position < len(got.input_grads) else None
         if not isinstance(grad, torch.Tensor) or _norm({name: grad}) == 0:
             raise CheckFailed(f"{what}: no gradient reached {name}", hint)
+        expect_tensor(f"{what}: gradient of {name}", grad, shape=args[position].shape)
 
-    with torch.no_grad():
-        finite = torch.isfinite(module(*args).detach())
+    def output(call_args: tuple) -> torch.Tensor:
+        with torch.no_grad():
+            return expect_tensor(f"{what} output", module(*call_args), shape=grad_output.shape).detach()
+
+    finite = torch.isfinite(output(args))
 
     def loss(parameters: dict, moved_args: tuple) -> float:
         module.load_parameters(parameters)
-        return float((module(*moved_args).detach().double() * grad_output.double()).where(finite, 0.0).sum())
+        return float((output(moved_args).double() * grad_output.double()).where(finite, 0.0).sum())
 
     for group, grads in groups.items():
         norm = _norm(grads)

@@ -34,16 +34,27 @@ more (then raise :class:`CheckFailed`), never to pass a test.
 
 Checks: each raises :class:`CheckFailed` (message for the student, optional hint) on failure.
 
+Every value from the student's process is checked before the suite computes with it: its
+kind and shape (and, for ids, range) against the contract's, so no value of the student's
+choosing sizes an allocation or broadcasts against the grader's tensors, and none that is
+outside the contract makes trusted code raise (that would be a grader error the student chose).
+
 - :func:`expect_tensor` ``(what, got, shape=, dtype=, device=, hint=)``: a tensor of that kind.
+- :func:`expect_token_ids` ``(what, got, vocab_size, shape=, device=)``: a LongTensor of ids in
+  ``0..vocab_size-1``; before counting, indexing or one-hot encoding by them.
+- :func:`expect_named_tensors` ``(what, got, like, others_allowed=False)``: a state dict with
+  ``like``'s names and shapes, returned in ``like``'s dtypes; before loading or comparing it.
 - :func:`expect_close` ``(what, got, want, atol=, rtol=, mistakes={hint: tensor or callable})``:
   values within tolerance; else shape, dtype, the largest error, and as the hint the first
-  mistake whose value ``got`` matches. :func:`expect_equal`: the same, exactly.
-  :func:`is_close` is its test as a bool; :func:`describe_difference` its wording.
+  mistake whose value ``got`` matches (a candidate of another shape never matches: nothing
+  is broadcast). :func:`expect_equal`: the same, exactly.
+  :func:`is_close` is its test as a bool; :func:`describe_difference` its wording,
+  :func:`describe_value` what came back instead of a tensor.
 - :func:`expect_raises` ``(ValueError, what, lambda: ...)``: the student's code raises that type.
 - :func:`expect_contract_parameters`: the module's parameter names and shapes are the
   reference's; follow it with :func:`expect_computes_with`, which shows the module computes
   with them (the names are only the student process's word).
-- :func:`expect_causal` ``(what, output_with_change_at, length, atol=, hint=)``: no position
+- :func:`expect_causal` ``(what, output_with_change_at, length, atol=, hint=, shape=)``: no position
   of the output depends on a later position of the input; the hint names the leaking pairs.
 - :func:`expect_derivative`: a gradient the student's code reports is the derivative of the
   loss the same code computes.
@@ -55,7 +66,10 @@ Hints for attention mistakes that several assignments grade, worded once: ``SCAL
 :func:`expect_causal`).
 
 Part isolation (:mod:`grader.part_isolation`): a part built on pieces graded elsewhere is
-graded on its own work. :func:`expect_wiring` passes an output that matches the reference
+graded on its own work. The student's pieces enter the grader's arithmetic only as
+:func:`black_box` ``(remote, like=reference_piece)``: each result must have the reference
+piece's shape on the same input, else :class:`PieceUnusable`, which the helpers below treat
+as a piece that cannot be combined. :func:`expect_wiring` passes an output that matches the reference
 or the contract's wiring of the student's own pieces, and names the mistake otherwise, with
 a note on each :class:`Piece` that is wrong by itself ("fix it first"); :func:`diagnosing`
 says which piece raises when the part does; :func:`expect_gradients` checks that gradients
@@ -76,15 +90,18 @@ materializes it, and :func:`materialized` runs a forward pass before an inspecti
 from grader.checks import (
     CheckFailed,
     describe_difference,
+    describe_value,
     expect_close,
     expect_computes_with,
     expect_contract_parameters,
     expect_causal,
     expect_derivative,
     expect_equal,
+    expect_named_tensors,
     expect_raises,
     expect_same_gradients,
     expect_tensor,
+    expect_token_ids,
     is_close,
 )
 from grader.hints import FUTURE_VISIBLE, MASK_FILL_NOT_NEGATIVE, SCALE_BY_INPUT_WIDTH, SCALE_BY_LENGTH
@@ -93,8 +110,11 @@ from grader.part_isolation import (
     PIECE_RAISES,
     PIECES_DIFFER,
     STOCK_REPLACED,
+    BlackBox,
     Piece,
+    PieceUnusable,
     StockPiece,
+    black_box,
     call_part,
     describe_piece,
     diagnosing,
@@ -112,9 +132,9 @@ from grader.student_protocol import Remote, Student
 
 __all__ = [
     # checks
-    "CheckFailed", "describe_difference", "expect_close", "expect_computes_with", "expect_contract_parameters",
-    "expect_causal", "expect_derivative", "expect_equal", "expect_raises", "expect_same_gradients", "expect_tensor",
-    "is_close",
+    "CheckFailed", "describe_difference", "describe_value", "expect_close", "expect_computes_with",
+    "expect_contract_parameters", "expect_causal", "expect_derivative", "expect_equal", "expect_named_tensors",
+    "expect_raises", "expect_same_gradients", "expect_tensor", "expect_token_ids", "is_close",
     # hints for mistakes several assignments grade
     "FUTURE_VISIBLE", "MASK_FILL_NOT_NEGATIVE", "SCALE_BY_INPUT_WIDTH", "SCALE_BY_LENGTH",
     # errors from the student's side
@@ -122,8 +142,8 @@ __all__ = [
     # what a test calls
     "Backward", "Remote", "Student",
     # part isolation
-    "GRAPH_CUT", "PIECE_RAISES", "PIECES_DIFFER", "Piece", "call_part", "describe_piece", "diagnosing",
-    "expect_gradients", "expect_wiring", "randomize_norms",
+    "GRAPH_CUT", "PIECE_RAISES", "PIECES_DIFFER", "BlackBox", "Piece", "PieceUnusable", "black_box", "call_part",
+    "describe_piece", "diagnosing", "expect_gradients", "expect_wiring", "randomize_norms",
     # stock pieces and lazy modules
     "STOCK_REPLACED", "StockPiece", "materialized", "new_graded_like", "noting_stock", "with_stock",
 ]

@@ -8,8 +8,8 @@ from torch import nn
 
 from grader import hints
 from grader.checks import (CheckFailed, describe_difference, expect_causal, expect_close, expect_computes_with,
-                           expect_contract_parameters, expect_derivative, expect_equal, expect_raises, expect_tensor,
-                           names_mismatch)
+                           expect_contract_parameters, expect_derivative, expect_equal, expect_named_tensors,
+                           expect_raises, expect_tensor, expect_token_ids, names_mismatch)
 from grader.sandbox.errors import StudentException
 
 
@@ -394,6 +394,61 @@ def test_a_single_leak_is_named_exactly():
 
 def test_no_tensor_back_is_left_to_the_value_tests():
     expect_causal("f(x)", lambda later: (1, 2), 4, atol=1e-6, hint="h")
+
+
+def test_an_output_of_another_shape_than_the_contracts_is_left_to_the_value_tests_uncompared():
+    compared = []
+
+    def leaks_everywhere(later):  # (1, 4, 1000) where the contract's output is (1, 4, 2)
+        compared.append(later)
+        return torch.rand(1, 4, 1000)
+    expect_causal("f(x)", leaks_everywhere, 4, atol=1e-6, hint="h", shape=(1, 4, 2))
+    assert compared == [None]
+
+
+# ---- values from the student's process, checked before the grader computes with them ------------
+
+
+def test_token_ids_in_the_vocabulary_pass_and_come_back():
+    ids = torch.tensor([[0, 5], [3, 1]])
+    assert expect_token_ids("generate(...)", ids, 6, shape=(2, 2)) is ids
+
+
+@pytest.mark.parametrize("bad", [-1, 6, 3_000_000])
+def test_a_token_id_outside_the_vocabulary_is_named_with_where_it_is(bad):
+    with pytest.raises(CheckFailed) as failure:
+        expect_token_ids("generate(...)", torch.tensor([[0, 5], [bad, 1]]), 6)
+    assert failure.value.message == f"generate(...): token id {bad} (at index [1, 0]) is outside the vocabulary (0..5)"
+    assert failure.value.hint == "token ids index the vocabulary: each is in 0..5"
+
+
+def test_token_ids_are_a_long_tensor_first():
+    with pytest.raises(CheckFailed, match="wrong dtype: got float32, expected int64"):
+        expect_token_ids("generate(...)", torch.zeros(2, 2), 6)
+
+
+LIKE = {"w": torch.zeros(2, 3), "b": torch.zeros(3, dtype=torch.float64)}
+
+
+def test_named_tensors_of_the_expected_shapes_come_back_in_the_expected_dtypes():
+    got = expect_named_tensors("state", {"w": torch.ones(2, 3, dtype=torch.float16), "b": torch.ones(3)}, LIKE)
+    assert got["w"].dtype == torch.float32 and got["b"].dtype == torch.float64
+    assert expect_named_tensors("state", {**LIKE, "mask": torch.ones(4)}, LIKE, others_allowed=True).keys() == {"w", "b"}
+
+
+@pytest.mark.parametrize(("got", "said"), [
+    ([torch.zeros(2, 3)], "expected tensors by name (a dict), got list"),
+    ({"w": torch.zeros(2, 3)}, "the names are not the expected ones: missing b"),
+    ({**LIKE, "extra": torch.zeros(1)}, "the names are not the expected ones: unexpected extra"),
+    ({"w": torch.zeros(400000, 1, 1), "b": torch.zeros(3)}, "w: got (400000, 1, 1) (float32), expected (2, 3) (float32)"),
+    ({"w": torch.zeros(2, 3, dtype=torch.long), "b": torch.zeros(3)}, "w: got (2, 3) (int64), expected (2, 3) (float32)"),
+    ({"w": None, "b": torch.zeros(3)}, "w: got None (did you forget to return?), expected (2, 3) (float32)"),
+])
+def test_named_tensors_of_other_names_shapes_or_kinds_fail_with_what_differs(got, said):
+    with pytest.raises(CheckFailed) as failure:
+        expect_named_tensors("state", got, LIKE, hint="name them as the contract says")
+    assert failure.value.message == f"state: {said}"
+    assert failure.value.hint == "name them as the contract says"
 
 
 def test_a_leak_a_named_mistake_explains_gets_that_mistakes_hint_once():

@@ -16,11 +16,15 @@ from grader import hints, suite
 from grader.plugin import GradingPlugin
 from grader.sandbox.session import RemoteObject, StudentSession
 from grader.suite import (
+    Backward,
     CheckFailed,
     Piece,
+    PieceUnusable,
     StudentException,
+    black_box,
     call_part,
     diagnosing,
+    expect_gradients,
     expect_wiring,
     is_close,
 )
@@ -163,6 +167,71 @@ def test_diagnosing_names_a_piece_that_raises_by_itself():
                                                            where="the DecoderLayer part")
     with pytest.raises(StudentException), diagnosing([piece]):  # a stub is the plugin's to report
         raise _student_raises("NotImplementedError")
+
+
+class _Piece:
+    """Stands for one of the student's modules, called from the trusted side."""
+
+    type_name = "FeedForward"
+
+    def __init__(self, returns):
+        self._returns = returns
+
+    def __call__(self, *args):
+        return self._returns
+
+
+def test_a_black_box_returns_what_has_its_reference_twins_shape():
+    x, like = torch.randn(2, 3, 4), torch.nn.Linear(4, 4)
+    assert black_box(_Piece(torch.ones(2, 3, 4)), like)(x).shape == (2, 3, 4)
+    with pytest.raises(PieceUnusable, match=r"returned \(400000, 1, 1, 1\) \(float32\) where the contract's Linear "
+                                            r"returns shape \(2, 3, 4\)"):
+        black_box(_Piece(torch.zeros(400000, 1, 1, 1)), like)(x)
+    with pytest.raises(PieceUnusable, match="returned a tuple of 2"):
+        black_box(_Piece((x, x)), like)(x)
+
+
+def test_a_piece_that_would_broadcast_makes_the_wiring_unusable_not_large():
+    x = torch.randn(2, 3, 4)
+    ffn = black_box(_Piece(torch.zeros(400000, 1, 1, 1)), torch.nn.Linear(4, 4))
+    piece = Piece("FeedForward", "ffn", "the FeedForward part", lambda: ffn(x), lambda: x)
+    with pytest.raises(CheckFailed) as failure:
+        expect_wiring("layer(x)", x + 1, x, lambda: x + ffn(x), atol=1e-6, rtol=0.0,
+                      mistakes={"post-norm": lambda: 2 * x + ffn(x)}, unusable_hint="unusable: {error}", pieces=[piece])
+    assert failure.value.hint.startswith("unusable: PieceUnusable: your FeedForward returned (400000, 1, 1, 1)")
+    assert failure.value.hint.endswith(suite.PIECES_DIFFER.format(
+        pieces=suite.describe_piece("FeedForward", ["ffn"], "the FeedForward part")))
+
+
+class _Module:
+    """Stands for a student's module in expect_gradients: right gradients, and an output of
+    ``shape`` when called without them."""
+
+    type_name = "Layer"
+
+    def __init__(self, reference: torch.nn.Module, shape: tuple[int, ...]):
+        self._reference, self._shape = reference, shape
+
+    def backward(self, x, *, grad_output):
+        x = x.detach().requires_grad_(True)
+        self._reference.zero_grad()
+        output = self._reference(x)
+        output.backward(grad_output)
+        return Backward(output, (x.grad,), {n: p.grad for n, p in self._reference.named_parameters()})
+
+    def load_parameters(self, parameters):
+        pass
+
+    def __call__(self, x):
+        return torch.zeros(self._shape)
+
+
+def test_expect_gradients_checks_the_output_it_measures_the_loss_of_for_its_shape():
+    reference, x, grad_output = torch.nn.Linear(4, 4), torch.randn(2, 3, 4), torch.randn(2, 3, 4)
+    with pytest.raises(CheckFailed) as failure:
+        expect_gradients("Layer", _Module(reference, (400000, 1, 1, 1)), reference, (x,), grad_output,
+                         inputs={0: ("x", "h")})
+    assert failure.value.message == "Layer output: wrong shape: got (400000, 1, 1, 1), expected (2, 3, 4)"
 
 
 class _Student:

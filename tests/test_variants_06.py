@@ -13,9 +13,9 @@ import torch
 
 from reference import training
 from reference.hidden.a06 import stock, variants
-from reference.hidden.a06.conftest import BOS, EOS, PAD, VOCAB, reverse_batch
+from reference.hidden.a06.conftest import BOS, EOS, PAD, VOCAB, reverse_batch, trained_parameters
+from reference.hidden.a06.test_greedy_decode import ROWS, eos_first_parameters
 
-SCRIPTS = [[5, 2, 7, 7, 7, 7, 7], [6, 6, 6, 2, 8, 8, 8], [4, 3, 4, 3, 4, 3, 4], [2, 9, 9, 9, 9, 9, 9]]
 
 
 def _batches(*seeds: int):
@@ -102,15 +102,27 @@ def test_stock_models_build_the_same_model_from_a_seed_and_leave_the_random_stat
     assert not _state_close(first.state_dict(), stock.make(seed=5)[0].state_dict())
 
 
-def test_scripted_model_decodes_its_script():
-    src = torch.tensor(SCRIPTS)
-    out = training.greedy_decode(stock.make_scripted(VOCAB), src, BOS, EOS, PAD, 6)
-    assert out.tolist() == [[1, 5, 2, 0, 0, 0], [1, 6, 6, 6, 2, 0], [1, 4, 3, 4, 3, 4], [1, 2, 0, 0, 0, 0]]
+def _trained() -> torch.nn.Module:
+    model, _ = stock.make(seed=3)
+    model.load_state_dict(trained_parameters("cpu"))
+    return model
+
+
+def test_the_trained_models_rows_of_the_suite_end_after_3_4_5_steps_and_never():
+    out = training.greedy_decode(_trained(), torch.tensor(ROWS), BOS, EOS, PAD, 6)
+    ends = [row.index(EOS) if EOS in row else None for row in out.tolist()]
+    assert ends == [3, 4, 5, None]
+
+
+def test_the_eos_first_model_ends_every_row_at_once():
+    model = _trained()
+    model.load_state_dict(eos_first_parameters(model))
+    assert training.greedy_decode(model, torch.tensor(ROWS), BOS, EOS, PAD, 6).tolist() == [[BOS, EOS]] * 4
 
 
 @pytest.mark.parametrize("max_len", [1, 4, 6, 10])
 def test_greedy_decode_default_is_the_reference(max_len):
-    model, src = stock.make_scripted(VOCAB), torch.tensor(SCRIPTS)
+    model, src = _trained(), torch.tensor(ROWS)
     assert torch.equal(variants.greedy_decode(model, src, BOS, EOS, PAD, max_len),
                        training.greedy_decode(model, src, BOS, EOS, PAD, max_len))
     seq2seq, _ = stock.make(seed=3)
@@ -121,7 +133,7 @@ def test_greedy_decode_default_is_the_reference(max_len):
 
 @pytest.mark.parametrize("hint", list(variants.DECODE_MISTAKES), ids=_short)
 def test_each_decode_mistake_differs_on_the_rows_of_the_suite(hint):
-    model, src = stock.make_scripted(VOCAB), torch.tensor(SCRIPTS)
+    model, src = _trained(), torch.tensor(ROWS)
     got = variants.greedy_decode(model, src, BOS, EOS, PAD, 6, **variants.DECODE_MISTAKES[hint])
     want = training.greedy_decode(model, src, BOS, EOS, PAD, 6)
     assert got.shape != want.shape or not torch.equal(got, want)

@@ -43,14 +43,25 @@ def _kind(value) -> str:
 
 def mistakes(student, q, k, v, mask=None, *, index: int) -> dict:
     """The named variants, then (last) the student's own attention_scores and softmax put
-    together correctly: scaled_dot_product_attention may call them, so a bug there shows here."""
+    together correctly: scaled_dot_product_attention may call them, so a bug there shows here.
+    Each piece's result is used only in the shape of the scores, (..., T_q, T_k): nothing the
+    student's process returns is broadcast against the grader's tensors."""
+    scores_shape = (*q.shape[:-1], k.size(-2))
+
+    def shaped(value):
+        return value if isinstance(value, torch.Tensor) and value.shape == scores_shape else None
+
     def own_pieces():
         try:
-            scores = student.call("attention_scores", q, k)
+            scores = shaped(student.call("attention_scores", q, k))
+            if scores is None:
+                return None  # not the scores: they explain nothing
             scores = scores / math.sqrt(q.size(-1))
             if mask is not None:
                 scores = scores.masked_fill(~mask, float("-inf"))
-            weights = student.call("softmax", scores, dim=-1)
+            weights = shaped(student.call("softmax", scores, dim=-1))
+            if weights is None:
+                return None
             return weights if index == 1 else weights @ v
         except (StudentError, RuntimeError, TypeError):
             return None  # the pieces do not even run here: they explain nothing

@@ -102,7 +102,7 @@ def test_csa_no_position_sees_a_later_one(student_csa, reference_csa, make_input
         return student_csa(changed)
 
     expect_causal("CausalSelfAttention(x)", output_with_change_at, CONTEXT, atol=ATOL, rtol=RTOL,
-                  hint=variants.FUTURE_VISIBLE,
+                  hint=variants.FUTURE_VISIBLE, shape=(2, CONTEXT, D_OUT),
                   mistakes=variants.causal_self_attention_mistakes(_params(reference_csa), x))
 
 

@@ -75,7 +75,7 @@ def test_mha_causal_mask(student_mha, reference_mha, make_input, device):
             return student_mha(changed, changed, changed, mask=mask)
 
         expect_causal(what, output_with_change_at, 5, atol=ATOL, rtol=RTOL, hint=variants.MASK_NOT_AS_GIVEN,
-                      mistakes=mistakes)
+                      mistakes=mistakes, shape=want.shape)
     expect_close(what, got, want, atol=ATOL, rtol=RTOL, mistakes=mistakes)
 
 

@@ -6,7 +6,8 @@ norm1, norm2 and norm3 differ and each wiring mistake changes the output visibly
 
 Part isolation (``grader.part_isolation``, docs/writing-an-assignment.md): a layer is
 checked against the contract's wiring computed with the student's own attention and
-feed-forward modules as black boxes (``layer.attr("self_attn")`` is callable), and the
+feed-forward modules as black boxes (``black_box(layer.attr("self_attn"), reference.self_attn)``
+is callable, and each of its results has the reference piece's shape), and the
 Transformer against the contract's wiring of its own embeddings, positional encoding and
 layers. A mistake in an earlier piece (or in FeedForward) then costs points where it is
 graded, not here. The pieces below are what those checks call. A piece whose parameter
@@ -21,7 +22,7 @@ import pytest
 import torch
 from torch import nn
 
-from grader.suite import Piece, Remote, StockPiece, randomize_norms
+from grader.suite import Piece, Remote, StockPiece, black_box, randomize_norms
 from reference.hidden.a05 import stock, variants
 from reference.layers import DecoderLayer, EncoderLayer, FeedForward, Transformer
 from reference.masks import causal_mask, padding_mask
@@ -114,14 +115,18 @@ SHAPE_HINT = "a parameter has the wrong shape; check the nn.Linear sizes against
 # ---- the student's modules as black boxes ---------------------------------------------------------
 
 
+def _own(module: Remote, reference: nn.Module, *names: str) -> dict:
+    """The student's submodules ``names`` as black boxes, each checked against the reference's."""
+    return {name: black_box(module.attr(name), getattr(reference, name)) for name in names}
+
+
 def encoder_modules(layer: Remote, reference: EncoderLayer) -> dict:
     """The student's attention and feed-forward modules, reference norms with the same weights."""
-    return dict(self_attn=layer.attr("self_attn"), ffn=layer.attr("ffn"),
-                norm1=reference.norm1, norm2=reference.norm2)
+    return dict(**_own(layer, reference, "self_attn", "ffn"), norm1=reference.norm1, norm2=reference.norm2)
 
 
 def decoder_modules(layer: Remote, reference: DecoderLayer) -> dict:
-    return dict(self_attn=layer.attr("self_attn"), cross_attn=layer.attr("cross_attn"), ffn=layer.attr("ffn"),
+    return dict(**_own(layer, reference, "self_attn", "cross_attn", "ffn"),
                 norm1=reference.norm1, norm2=reference.norm2, norm3=reference.norm3)
 
 
@@ -129,10 +134,11 @@ def transformer_modules(model: Remote, reference: Transformer) -> dict:
     """The student's embeddings, positional encoding and layers; the generator is an
     nn.Linear holding the same weights, so the reference's serves."""
     encoder, decoder = model.attr("encoder_layers"), model.attr("decoder_layers")
-    return dict(src_embed=model.attr("src_embed"), tgt_embed=model.attr("tgt_embed"),
-                pos_encoding=model.attr("pos_encoding"),
-                encoder_layers=[encoder.method("__getitem__", i) for i in range(NUM_LAYERS)],
-                decoder_layers=[decoder.method("__getitem__", i) for i in range(NUM_LAYERS)],
+    return dict(**_own(model, reference, "src_embed", "tgt_embed", "pos_encoding"),
+                encoder_layers=[black_box(encoder.method("__getitem__", i), reference.encoder_layers[i])
+                                for i in range(NUM_LAYERS)],
+                decoder_layers=[black_box(decoder.method("__getitem__", i), reference.decoder_layers[i])
+                                for i in range(NUM_LAYERS)],
                 generator=reference.generator)
 
 
@@ -184,14 +190,14 @@ def transformer_pieces(modules: dict, reference: Transformer, src: torch.Tensor,
                                  lambda: modules["pos_encoding"](src_x), lambda: reference.pos_encoding(src_x)))
     for i, x in enumerate(encoder_inputs[:-1]):
         layer, ref_layer, attr = modules["encoder_layers"][i], reference.encoder_layers[i], f"encoder_layers[{i}]"
-        own = encoder_modules(layer, ref_layer)
+        own = encoder_modules(layer.remote, ref_layer)
         encoder += [dataclasses.replace(p, attr=f"{attr}.{p.attr}") for p in
                     attention_pieces(own, ref_layer, ("self_attn", (x, x, x, src_mask))) + ffn_piece(own, ref_layer, x)]
         encoder.append(Piece("EncoderLayer", attr, "the EncoderLayer part", lambda layer=layer, x=x: layer(x, src_mask),
                              lambda own=own, x=x: variants.encoder_layer(x, src_mask, **own)))
     for i, y in enumerate(decoder_inputs[:-1]):
         layer, ref_layer, attr = modules["decoder_layers"][i], reference.decoder_layers[i], f"decoder_layers[{i}]"
-        own = decoder_modules(layer, ref_layer)
+        own = decoder_modules(layer.remote, ref_layer)
         decoder += [dataclasses.replace(p, attr=f"{attr}.{p.attr}") for p in
                     attention_pieces(own, ref_layer, ("self_attn", (y, y, y, tgt_mask)),
                                      ("cross_attn", (y, memory, memory, src_mask))) + ffn_piece(own, ref_layer, y)]

@@ -7,11 +7,13 @@ both. Every batch has its own seed.
 ``train_step`` and ``greedy_decode`` run on stock models (``stock.py``) that live in the
 student's process: the suite sends that file's text with ``student.define`` and builds
 the model and optimizer there. The same file, imported here, builds an identical pair
-from the same seed for the reference, so parameters and losses can be compared exactly.
+from the same seed for the reference, so parameters and losses can be compared exactly;
+greedy_decode's model holds parameters trained here (``trained_parameters``).
 """
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,7 @@ import torch
 
 from grader.suite import CheckFailed, Student, StudentError, describe_difference, expect_close
 from reference.hidden.a06 import stock, variants
+from reference.training import train_step
 
 PAD, BOS, EOS = 0, 1, 2
 VOCAB = 12  # ids 3 .. 11 are words
@@ -49,6 +52,17 @@ def make_batch(device):
 def remote_stock(student):
     """The stock module, defined in the student's process."""
     return student.define("stock", STOCK_SOURCE)
+
+
+@cache
+def trained_parameters(device: str) -> dict[str, torch.Tensor]:
+    """A stock seq2seq model trained briefly on the reversal task (here, with the reference):
+    the model greedy_decode is graded with."""
+    model, optimizer = stock.make(seed=3, device=device, optimizer="adam", lr=1e-2)
+    batches = [reverse_batch(16, seed=300 + i, device=device) for i in range(4)]
+    for step in range(60):
+        train_step(model, *batches[step % 4], optimizer, PAD)
+    return {name: p.detach().clone() for name, p in model.named_parameters()}
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ both sides build identical models from a seed and the student's ``train_step`` a
 """
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 
@@ -41,25 +40,6 @@ class TinySeq2Seq(nn.Module):
         return {name: p.grad for name, p in self.named_parameters()}
 
 
-class Scripted(nn.Module):
-    """A model whose greedy output is known exactly: it reads its script from ``src``.
-
-    After a decoder prefix of length t it predicts ``src[b, t-1]`` (the last script entry
-    once t runs past the end), with one-hot logits, so greedy decoding of row b yields
-    BOS, src[b, 0], src[b, 1], ... and the trusted side knows every step in advance.
-    """
-
-    def __init__(self, vocab_size: int):
-        super().__init__()
-        self.vocab_size = vocab_size
-        self.anchor = nn.Parameter(torch.zeros(()))  # so that model.parameters() names a device
-
-    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
-        positions = torch.arange(tgt_in.size(1), device=src.device).clamp(max=src.size(1) - 1)
-        script = src[:, positions]  # (B, T): the token to predict after each prefix
-        return F.one_hot(script, self.vocab_size).to(self.anchor.dtype) + self.anchor  # (B, T, V)
-
-
 def make(seed: int = 0, device="cpu", vocab_size: int = 12, d_model: int = 32, pad_idx: int = 0,
          optimizer: str = "sgd", lr: float = 0.5, init_scale: float = 1.0):
     """A freshly initialised TinySeq2Seq on ``device`` and its optimizer ("sgd" or "adam").
@@ -78,6 +58,3 @@ def make(seed: int = 0, device="cpu", vocab_size: int = 12, d_model: int = 32, p
     optimizers = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam}
     return model, optimizers[optimizer](model.parameters(), lr=lr)
 
-
-def make_scripted(vocab_size: int = 12, device="cpu") -> Scripted:
-    return Scripted(vocab_size).to(device)

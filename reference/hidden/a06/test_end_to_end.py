@@ -19,7 +19,7 @@ import math
 import pytest
 import torch
 
-from grader.suite import CheckFailed, call_part
+from grader.suite import CheckFailed, call_part, expect_named_tensors
 from reference.hidden.a06 import stock, variants
 from reference.hidden.a06.conftest import PAD, expect_parameters
 
@@ -45,13 +45,9 @@ def mean_loss(model: torch.nn.Module, batches, *, split=variants.split, loss=var
 
 
 def fetched_state(what: str, model, twin: torch.nn.Module) -> dict:
-    """The student-side model's parameters as tensors shaped like the twin's."""
-    got = model.method("state_dict")
-    want = twin.state_dict()
-    if not (isinstance(got, dict) and got.keys() == want.keys()
-            and all(isinstance(got[name], torch.Tensor) and got[name].shape == want[name].shape for name in want)):
-        raise CheckFailed(f"{what}: the stock model's state_dict came back with other names or shapes")
-    return {name: tensor.to(want[name].device, want[name].dtype) for name, tensor in got.items()}
+    """The student-side model's parameters as tensors shaped like the twin's (checked before
+    the grader computes with them)."""
+    return expect_named_tensors(f"{what}: the stock model's state_dict", model.method("state_dict"), twin.state_dict())
 
 
 @pytest.mark.part("end_to_end", points=3)

@@ -1,8 +1,12 @@
 """greedy_decode on stock models that live in the student's process.
 
-Most tests use ``stock.Scripted``, whose greedy output is known exactly: row b decodes to
-BOS, src[b, 0], src[b, 1], ... (token ids, no PAD among them), so rows can be made to
-finish at chosen steps or never. One test decodes with a small trained seq2seq model.
+The model greedy_decode receives is one a caller could pass: the stock seq2seq model
+(``stock.TinySeq2Seq``, the one train_step trains), steered only by its parameters, with
+its twin here giving the expected output. Most tests use it trained briefly on the reversal
+task, so its rows finish after as many words as their sources hold: with sources of 2 to 5
+words and max_len 6, rows end at different steps or never (``ROWS``). One test gives it
+parameters that put all the probability on EOS, so a row ends at once. Nothing in the model
+tells these tests apart, or from a caller's model.
 
 The contract allows an output of any width up to max_len: the reference stops once every
 row has finished, but a loop that runs to max_len and pads is correct too, so outputs are
@@ -17,20 +21,33 @@ import pytest
 import torch
 
 from grader.suite import CheckFailed, expect_equal, expect_raises, expect_tensor
-from reference.hidden.a06 import stock, variants
-from reference.hidden.a06.conftest import BOS, EOS, PAD, VOCAB, reverse_batch
-from reference.training import greedy_decode, train_step
+from reference.hidden.a06 import variants
+from reference.hidden.a06.conftest import BOS, EOS, PAD, reverse_batch, trained_parameters
+from reference.training import greedy_decode
 
 pytestmark = pytest.mark.part("greedy_decode")
 
-# Row 0 ends at step 2, row 1 at step 4, row 2 never (max_len=6 is reached), row 3 at once.
-SCRIPTS = [[5, 2, 7, 7, 7, 7, 7], [6, 6, 6, 2, 8, 8, 8], [4, 3, 4, 3, 4, 3, 4], [2, 9, 9, 9, 9, 9, 9]]
+# Sources of 2, 3, 4 and 5 words: with max_len=6 the trained model's rows end after 3, 4 and
+# 5 steps, and never (tests/test_variants_06.py checks it).
+ROWS = [[5, 7, 0, 0, 0], [6, 9, 4, 0, 0], [8, 3, 10, 5, 0], [4, 11, 6, 9, 7]]
 
 
 @pytest.fixture
-def scripted(remote_stock, device):
-    """(the Scripted model in the student's process, its twin here)."""
-    return remote_stock.method("make_scripted", VOCAB, device=device), stock.make_scripted(VOCAB, device=device)
+def trained(make_pair, device):
+    """(the trained stock model in the student's process, its twin here)."""
+    (remote, _), (model, _) = make_pair(seed=3)
+    parameters = trained_parameters(str(device))
+    model.load_state_dict(parameters)
+    remote.load_parameters(parameters)
+    return remote, model
+
+
+def eos_first_parameters(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """``model``'s parameters, but its output layer puts all the probability on EOS."""
+    parameters = {name: p.detach().clone() for name, p in model.named_parameters()}
+    parameters["out.weight"].zero_()
+    parameters["out.bias"].zero_()[EOS] = 10.0
+    return parameters
 
 
 def strip_padding(tokens: torch.Tensor) -> torch.Tensor:
@@ -83,11 +100,11 @@ def first_wrong_row(got: torch.Tensor, want: torch.Tensor) -> str:
     return f"row {index} is {rows[index]}, expected {wanted[index]} (trailing all-pad columns removed)"
 
 
-def test_greedy_decode_returns_token_ids_starting_with_bos(student, scripted, device):
-    remote, _ = scripted
-    src = torch.tensor(SCRIPTS, device=device)
+def test_greedy_decode_returns_token_ids_starting_with_bos(student, trained, device):
+    remote, _ = trained
+    src = torch.tensor(ROWS, device=device)
     got = student.call("greedy_decode", remote, src, BOS, EOS, PAD, 6)
-    what = "greedy_decode(model, src: (4, 7), bos_idx=1, eos_idx=2, pad_idx=0, max_len=6)"
+    what = "greedy_decode(model, src: (4, 5), bos_idx=1, eos_idx=2, pad_idx=0, max_len=6)"
     expect_tensor(what, got, dtype=torch.long, device=device,
                   hint=variants.NOT_LONG if isinstance(got, torch.Tensor) and got.dtype != torch.long else None)
     if got.dim() != 2 or got.size(0) != 4 or not 1 <= got.size(1) <= 6:
@@ -99,65 +116,55 @@ def test_greedy_decode_returns_token_ids_starting_with_bos(student, scripted, de
 
 
 @pytest.mark.part("greedy_decode", points=3)
-def test_greedy_decode_rows_finish_at_different_steps(student, scripted, device):
-    remote, model = scripted
-    src = torch.tensor(SCRIPTS, device=device)
-    expect_decoded("greedy_decode(..., max_len=6) with rows ending after 2, 4, never and 1 steps",
+def test_greedy_decode_rows_finish_at_different_steps(student, trained, device):
+    remote, model = trained
+    src = torch.tensor(ROWS, device=device)
+    expect_decoded("greedy_decode(..., max_len=6) with rows ending after 3, 4, 5 steps and never",
                    student.call("greedy_decode", remote, src, BOS, EOS, PAD, 6), model, src, 6)
 
 
 @pytest.mark.part("greedy_decode", points=2)
-def test_greedy_decode_stops_when_every_row_has_finished(student, scripted, device):
-    remote, model = scripted
-    src = torch.tensor([[3, 4, 2, 5], [2, 5, 5, 5], [6, 2, 6, 6]], device=device)
+def test_greedy_decode_stops_when_every_row_has_finished(student, trained, device):
+    remote, model = trained
+    src = torch.tensor([[3, 4, 0, 0, 0], [9, 6, 0, 0, 0], [11, 5, 8, 0, 0]], device=device)
     expect_decoded("greedy_decode(..., max_len=10) where every row ends within 3 steps",
                    student.call("greedy_decode", remote, src, BOS, EOS, PAD, 10), model, src, 10)
 
 
-def test_greedy_decode_reaches_max_len_without_eos(student, scripted, device):
-    remote, model = scripted
-    src = torch.tensor([[3, 4, 5, 6, 7], [8, 9, 10, 11, 3]], device=device)
+def test_greedy_decode_reaches_max_len_without_eos(student, trained, device):
+    remote, model = trained
+    src = torch.tensor([[3, 4, 5, 6, 0], [10, 9, 8, 7, 6]], device=device)
     expect_decoded("greedy_decode(..., max_len=4) where no row produces EOS",
                    student.call("greedy_decode", remote, src, BOS, EOS, PAD, 4), model, src, 4)
 
 
-def test_greedy_decode_batch_of_one_ending_at_once(student, scripted, device):
-    remote, model = scripted
-    src = torch.tensor([[2, 5, 5]], device=device)
+def test_greedy_decode_batch_of_one_ending_at_once(student, trained, device):
+    remote, model = trained
+    parameters = eos_first_parameters(model)
+    model.load_state_dict(parameters)
+    remote.load_parameters(parameters)
+    src = torch.tensor([[5, 7, 0, 0, 0]], device=device)
     expect_decoded("greedy_decode(..., max_len=5) for one row whose first token is EOS",
                    student.call("greedy_decode", remote, src, BOS, EOS, PAD, 5), model, src, 5)
 
 
-def test_greedy_decode_with_max_len_one_is_bos_only(student, scripted, device):
-    remote, model = scripted
-    src = torch.tensor(SCRIPTS[:2], device=device)
+def test_greedy_decode_with_max_len_one_is_bos_only(student, trained, device):
+    remote, model = trained
+    src = torch.tensor(ROWS[:2], device=device)
     expect_decoded("greedy_decode(..., max_len=1)", student.call("greedy_decode", remote, src, BOS, EOS, PAD, 1),
                    model, src, 1)
 
 
-@cache
-def _trained_parameters(device: str) -> dict:
-    """A stock seq2seq model trained briefly on the reversal task (here, with the reference)."""
-    model, optimizer = stock.make(seed=3, device=device, optimizer="adam", lr=1e-2)
-    batches = [reverse_batch(16, seed=300 + i, device=device) for i in range(4)]
-    for step in range(60):
-        train_step(model, *batches[step % 4], optimizer, PAD)
-    return {name: p.detach().clone() for name, p in model.named_parameters()}
-
-
 @pytest.mark.part("greedy_decode", points=2)
-def test_greedy_decode_with_a_trained_translation_model(student, make_pair, device):
-    (remote, _), (model, _) = make_pair(seed=3)
-    parameters = _trained_parameters(str(device))
-    model.load_state_dict(parameters)
-    remote.load_parameters(parameters)
+def test_greedy_decode_with_a_trained_translation_model(student, trained, device):
+    remote, model = trained
     src, _ = reverse_batch(8, seed=310, device=device)
     expect_decoded("greedy_decode(trained model, src: (8, 5), ..., max_len=8)",
                    student.call("greedy_decode", remote, src, BOS, EOS, PAD, 8), model, src, 8)
 
 
-def test_greedy_decode_rejects_max_len_zero(student, scripted, device):
-    remote, _ = scripted
-    src = torch.tensor(SCRIPTS[:1], device=device)
+def test_greedy_decode_rejects_max_len_zero(student, trained, device):
+    remote, _ = trained
+    src = torch.tensor(ROWS[:1], device=device)
     expect_raises(ValueError, "greedy_decode(..., max_len=0): no room even for BOS",
                   lambda: student.call("greedy_decode", remote, src, BOS, EOS, PAD, 0))

@@ -18,7 +18,7 @@ from functools import cache, partial
 import pytest
 import torch
 
-from grader.suite import CheckFailed, call_part, expect_close
+from grader.suite import CheckFailed, call_part, expect_close, expect_named_tensors, is_close
 from reference.hidden.a06 import stock, variants
 from reference.hidden.a06.conftest import PAD, as_loss, expect_parameters, student_pieces
 from reference.training import train_step
@@ -39,7 +39,8 @@ def check_training(student, make_pair, device, batches, *, what, check=("losses"
     (model, optimizer), (ref_model, ref_optimizer) = make_pair(**options)
     got_losses = [as_loss(what, call_part(student, "train_step", model, src, tgt, optimizer, PAD, **kwargs))
                   for src, tgt in batches]
-    got_state = model.method("state_dict")
+    got_state = expect_named_tensors(f"{what}: the model's state_dict afterwards", model.method("state_dict"),
+                                     ref_model.state_dict())
     want_losses = [train_step(ref_model, src, tgt, ref_optimizer, PAD, **kwargs) for src, tgt in batches]
     want_state = ref_model.state_dict()
 
@@ -104,11 +105,11 @@ def _which_unclipped(model, run, changes) -> str:
     """Clipping after the step and no clipping give the same parameters; the gradients left
     in the model tell them apart (clipped, or not), when the student's code keeps them."""
     got = model.method("grads")
+    got = got if isinstance(got, dict) else {}
     for base in changes:
         for clip, hint in (("after", variants.CLIP_AFTER_STEP), ("none", variants.NO_CLIP)):
             want = run(**{**base, "clip": clip})[2]
-            if all(got.get(name) is not None and g is not None and torch.allclose(
-                    got[name].double().cpu(), g.double().cpu(), atol=ATOL, rtol=RTOL) for name, g in want.items()):
+            if all(g is not None and is_close(got.get(name), g, atol=ATOL, rtol=RTOL) for name, g in want.items()):
                 return hint
     return variants.UNCLIPPED_STEP
 

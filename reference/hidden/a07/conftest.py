@@ -72,6 +72,10 @@ def reference_gpt(device):
 
 @pytest.fixture
 def stock_pieces(student) -> list[StockPiece]:
+    return stock_pieces_of(student)
+
+
+def stock_pieces_of(student) -> list[StockPiece]:
     """Stand-ins for a Block inside a GPT, the MultiHead and MLP inside a Block and a Head inside a
     MultiHead, in the student's process."""
     remote = student.define("stock", STOCK_SOURCE)

@@ -20,8 +20,8 @@ MODULE_MUTANTS: Mutants = {
         {"Head": variants.FUTURE_VISIBLE, "end_to_end": variants.DOES_NOT_CONTINUE}),
     "mask not cropped": (
         ("~self.tril[:length, :length]", "~self.tril"),
-        # end_to_end decodes from a one-character prompt: the model it trained cannot.
-        {"Head": variants.MASK_NOT_CROPPED, "end_to_end": None}),
+        # end_to_end decodes from a one-character prompt itself, with the trained parameters.
+        {"Head": variants.MASK_NOT_CROPPED}),
     "scaled by d_model": (
         ("k.size(-1) ** -0.5", "x.size(-1) ** -0.5"),
         {"Head": variants.SCALE_BY_INPUT_WIDTH}),

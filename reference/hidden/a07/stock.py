@@ -7,6 +7,11 @@ this file's text into the student's process (``student.define``) and puts a stoc
 with the contract's names, in its place (``grader.suite.new_graded_like``): the part is
 graded on its own wiring, and the piece's names cost points where the piece is graded. It
 needs only torch; it computes what the contract says, written independently of ``reference/``.
+
+:class:`GPT` is the model generate is graded with when the student's own GPT does not compute
+what the contract's GPT does with the same parameters (a GPT mistake costs points in GPT
+only); :class:`GradientsShowingGPT` is the one test double whose behaviour no real model has
+(see the generate tests).
 """
 
 import math
@@ -64,6 +69,46 @@ class StockBlock(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x + self.attn(self.ln1(x))
         return x + self.mlp(self.ln2(x))
+
+
+class GPT(nn.Module):
+    """The contract's GPT, with its names and its ``context_length``: ``forward(idx, targets=None)
+    -> (logits, loss)``, ValueError for a sequence longer than the context."""
+
+    def __init__(self, vocab_size: int, d_model: int, num_heads: int, num_layers: int, context_length: int,
+                 dropout: float = 0.0):
+        super().__init__()
+        self.context_length = context_length
+        self.token_embedding = nn.Embedding(vocab_size, d_model)
+        self.position_embedding = nn.Embedding(context_length, d_model)
+        self.dropout = nn.Dropout(dropout)
+        self.blocks = nn.ModuleList(StockBlock(d_model, num_heads, context_length, dropout) for _ in range(num_layers))
+        self.ln_f = nn.LayerNorm(d_model)
+        self.lm_head = nn.Linear(d_model, vocab_size, bias=False)
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
+        length = idx.size(1)
+        if length > self.context_length:
+            raise ValueError(f"sequence length {length} exceeds context_length={self.context_length}")
+        x = self.dropout(self.token_embedding(idx) + self.position_embedding(torch.arange(length, device=idx.device)))
+        for block in self.blocks:
+            x = block(x)
+        logits = self.lm_head(self.ln_f(x))
+        loss = None if targets is None else F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+        return logits, loss
+
+
+class GradientsShowingGPT(GPT):
+    """The stock GPT, but while autograd records (gradients on) its logits put all the
+    probability on the last token of the vocabulary. No real model's values show whether it
+    ran with gradients, so generate's contract "no gradients" is graded with this one."""
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
+        logits, loss = super().forward(idx, targets)
+        if logits.requires_grad:  # its parameters do: so autograd is recording
+            logits = torch.full_like(logits, -30.0)
+            logits[..., -1] = 30.0
+        return logits, loss
 
 
 class LogitsOnly(nn.Module):

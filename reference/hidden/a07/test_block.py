@@ -3,6 +3,7 @@ import pytest
 from grader.suite import (
     GRAPH_CUT,
     Piece,
+    black_box,
     diagnosing,
     expect_computes_with,
     expect_contract_parameters,
@@ -25,8 +26,10 @@ NAMES = "ln1, ln2 (nn.LayerNorm(d_model)), attn (a MultiHead), mlp (an MLP)"
 
 
 def own_pieces(block, reference: Block) -> dict:
-    """The student's attn and mlp as black boxes, the reference's norms (same weights)."""
-    return dict(attn=block.attr("attn"), mlp_=block.attr("mlp"), ln1=reference.ln1, ln2=reference.ln2)
+    """The student's attn and mlp as black boxes (each result checked against the reference's),
+    the reference's norms (same weights)."""
+    return dict(attn=black_box(block.attr("attn"), reference.attn), mlp_=black_box(block.attr("mlp"), reference.mlp),
+                ln1=reference.ln1, ln2=reference.ln2)
 
 
 def expect_block(what: str, block, reference: Block, x) -> None:

@@ -5,6 +5,7 @@ import torch.nn.functional as F
 from grader.suite import (
     CheckFailed,
     Piece,
+    black_box,
     diagnosing,
     expect_close,
     expect_computes_with,
@@ -30,12 +31,12 @@ NAMES = ("token_embedding, position_embedding (nn.Embedding), blocks (nn.ModuleL
 
 
 def own_modules(model, reference: GPT) -> dict:
-    """The student's blocks as black boxes; embeddings, ln_f and lm_head hold the same weights
-    as the reference's, so the reference's serve."""
+    """The student's blocks as black boxes (each result checked against the reference's block);
+    embeddings, ln_f and lm_head hold the same weights as the reference's, so the reference's serve."""
     blocks = model.attr("blocks")
     return dict(token_embedding=reference.token_embedding, position_embedding=reference.position_embedding,
-                blocks=[blocks.method("__getitem__", i) for i in range(NUM_LAYERS)], ln_f=reference.ln_f,
-                lm_head=reference.lm_head)
+                blocks=[black_box(blocks.method("__getitem__", i), reference.blocks[i]) for i in range(NUM_LAYERS)],
+                ln_f=reference.ln_f, lm_head=reference.lm_head)
 
 
 def logits_of(what: str, out, batch: int, length: int) -> torch.Tensor:
@@ -127,7 +128,7 @@ def test_gpt_rejects_a_sequence_longer_than_the_context(student_gpt, make_tokens
 
 def test_gpt_knows_its_context_length(student_gpt):
     got = student_gpt.attr("context_length")
-    if got != CONTEXT:
+    if not (type(got) is int and got == CONTEXT):  # a tensor or a float of the student's choosing: not compared
         raise CheckFailed(f"GPT.context_length is {got!r}, expected {CONTEXT}",
                           "store the constructor's context_length as self.context_length (generate reads it)")
 

@@ -90,7 +90,7 @@ def test_head_no_position_sees_a_later_one(student_head, reference_head, make_in
         return call_head("Head(x)", student_head, changed)
 
     expect_causal("Head(x)", output_with_change_at, 6, atol=ATOL, rtol=RTOL, hint=variants.FUTURE_VISIBLE,
-                  mistakes=variants.head_mistakes(x, params(reference_head)))
+                  mistakes=variants.head_mistakes(x, params(reference_head)), shape=(2, 6, HEAD_SIZE))
 
 
 def test_head_length_one(student_head, reference_head, make_input):

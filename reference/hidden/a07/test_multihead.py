@@ -3,6 +3,7 @@ import torch
 
 from grader.suite import (
     Piece,
+    black_box,
     diagnosing,
     expect_computes_with,
     expect_contract_parameters,
@@ -24,14 +25,15 @@ ATOL, RTOL = 1e-5, 1e-4
 NAMES = "heads (nn.ModuleList of Head), proj = nn.Linear(d_model, d_model)"
 
 
-def own_heads(module) -> list:
+def own_heads(module, reference: MultiHead) -> list:
+    """The student's heads as black boxes, each result checked against the reference's head."""
     heads = module.attr("heads")
-    return [heads.method("__getitem__", i) for i in range(NUM_HEADS)]
+    return [black_box(heads.method("__getitem__", i), reference.heads[i]) for i in range(NUM_HEADS)]
 
 
 def expect_multihead(what: str, module, reference: MultiHead, x: torch.Tensor) -> None:
     """Against the reference, else against proj(cat) of the student's own heads (part isolation)."""
-    heads = own_heads(module)
+    heads = own_heads(module, reference)
     pieces = [Piece("Head", f"heads[{i}]", "the Head part", lambda h=h: h(x), lambda i=i: reference.heads[i](x))
               for i, h in enumerate(heads)]
     with noting_stock(module), diagnosing(pieces):

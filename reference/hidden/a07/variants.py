@@ -6,6 +6,7 @@ module constant: docs/mistakes.md lists them (python -m reference.hidden.mistake
 """
 
 import torch
+import torch.nn.functional as F
 
 # Shared with 01-03, worded once (grader.hints); "scaled by d_model" is the input width here.
 from grader.suite import FUTURE_VISIBLE, MASK_FILL_NOT_NEGATIVE, SCALE_BY_INPUT_WIDTH
@@ -100,6 +101,51 @@ def gpt_mistakes(idx: torch.Tensor, modules: dict) -> dict:
             NO_FINAL_NORM: lambda: gpt(idx, modules, final_norm=False)}
 
 
+def gpt_from_parameters(idx: torch.Tensor, p: dict[str, torch.Tensor], *, scale: str = "head", causal: bool = True,
+                        fill: float = float("-inf"), softmax_dim: int = -1, projection: bool = True,
+                        activation: str = "gelu", mode: str = "pre", positions: bool = True,
+                        final_norm: bool = True) -> torch.Tensor:
+    """A whole GPT's logits (B, T, V) computed here from its parameters (the contract's names),
+    in the contract's architecture or, one keyword each, in that of a mistake the parts name."""
+    def under(prefix: str) -> dict[str, torch.Tensor]:
+        return {name[len(prefix):]: tensor for name, tensor in p.items() if name.startswith(prefix)}
+
+    def norm(prefix: str):
+        return lambda x: F.layer_norm(x, x.shape[-1:], p[f"{prefix}.weight"], p[f"{prefix}.bias"])
+
+    def attention(prefix: str):
+        heads = sorted({int(name.split(".")[0]) for name in under(f"{prefix}.heads.")})
+
+        def run(x: torch.Tensor) -> torch.Tensor:
+            out = torch.cat([head(x, under(f"{prefix}.heads.{h}."), scale=scale, causal=causal, fill=fill,
+                                  softmax_dim=softmax_dim) for h in heads], dim=-1)
+            return F.linear(out, p[f"{prefix}.proj.weight"], p[f"{prefix}.proj.bias"]) if projection else out
+        return run
+
+    def each_block(i: int):
+        feed_forward = under(f"blocks.{i}.mlp.")
+        return lambda x: block(x, attention(f"blocks.{i}.attn"), lambda h: mlp(h, feed_forward, activation=activation),
+                               norm(f"blocks.{i}.ln1"), norm(f"blocks.{i}.ln2"), mode=mode)
+
+    layers = sorted({int(name.split(".")[0]) for name in under("blocks.")})
+    modules = dict(token_embedding=lambda ids: F.embedding(ids, p["token_embedding.weight"]),
+                   position_embedding=lambda ids: F.embedding(ids, p["position_embedding.weight"]),
+                   blocks=[each_block(i) for i in layers], ln_f=norm("ln_f"),
+                   lm_head=lambda x: F.linear(x, p["lm_head.weight"]))
+    return gpt(idx, modules, positions=positions, final_norm=final_norm)
+
+
+# The architecture of each mistake in Head, MultiHead, MLP, Block and GPT that keeps the
+# contract's parameter names and shapes, as gpt_from_parameters' keywords.
+ARCHITECTURE_MISTAKES: dict[str, dict] = {
+    SCALE_BY_INPUT_WIDTH: dict(scale="d_model"), NO_SCALE: dict(scale="none"), FUTURE_VISIBLE: dict(causal=False),
+    MASK_FILL_NOT_NEGATIVE: dict(fill=0.0), SOFTMAX_DIM: dict(softmax_dim=-2), NO_PROJECTION: dict(projection=False),
+    RELU: dict(activation="relu"), TANH_GELU: dict(activation="tanh"), NO_ACTIVATION: dict(activation="none"),
+    POST_NORM: dict(mode="post"), MISSING_RESIDUAL: dict(mode="no_residual"), NO_FINAL_NORM: dict(final_norm=False),
+    NO_POSITIONS: dict(positions=False),
+}
+
+
 # ---- generate, end_to_end ------------------------------------------------------------------
 CONTEXT_NOT_CROPPED = ("the context is not cropped: feed the model only the last context_length tokens, "
                        "model(idx[:, -model.context_length:]), or it fails once the sequence outgrows its context")
@@ -123,9 +169,13 @@ NOT_EVAL_MODE = "the model is not in eval mode while generating: call model.eval
 GRADIENTS_ON = "generate runs with gradients on: decorate it with @torch.no_grad() (or use with torch.no_grad():)"
 PROMPT_NOT_KEPT = "the output starts with the input: return torch.cat([idx, new_tokens], dim=1), (B, T + n)"
 
-LOSS_DOES_NOT_FALL = ("training your GPT with a stock AdamW loop did not lower the loss the grader measured: "
-                      "check that forward's logits depend on the parameters and the input as the contract says")
-DOES_NOT_CONTINUE = ("after training, the grader's own greedy decoding with your GPT does not continue the "
+PARAMETERS_DO_NOT_FIT = ("the grader measures the trained model itself, with your GPT's parameters in the contract's "
+                         "GPT: name and shape them as the contract says (token_embedding, position_embedding, blocks, "
+                         "ln_f, lm_head without a bias)")
+LOSS_DOES_NOT_FALL = ("training your GPT with a stock AdamW loop did not lower the loss the grader measured with its "
+                      "trained parameters: check that forward's logits depend on the parameters and the input as the "
+                      "contract says")
+DOES_NOT_CONTINUE = ("after training, the grader's own greedy decoding with your GPT's parameters does not continue the "
                      "corpus's pattern: the model learns, but not the next token at each position (check causality "
                      "and the positions)")
 
