@@ -250,6 +250,24 @@ def test_an_operator_is_reported_as_it_runs_so_the_code_cannot_take_it_back(sess
         "the recording was replaced by NoneType when the call returned"}
 
 
+def test_looking_for_the_tensors_a_call_may_use_runs_no_code_of_the_submissions(session_for):
+    # Before a recorded call, the child lists the tensors that already exist (constants, caches):
+    # code of the submission's running then would run unrecorded, so none may.
+    session = session_for("import torch\n"
+                          "class Box:\n    @property\n    def __dict__(self):\n"
+                          "        print('__dict__ ran')\n        return {}\n"
+                          "class Net(torch.nn.Module):\n    def parameters(self, recurse=True):\n"
+                          "        print('parameters ran')\n        return iter(())\n"
+                          "box, net, table = Box(), Net(), {'ones': torch.ones(3)}\n"
+                          "def softmax(x, dim=-1):\n    e = (x - x.amax(dim, keepdim=True)).exp() * table['ones']\n"
+                          "    return e / e.sum(dim, keepdim=True)\n")
+    with session.watching({"aten::_softmax"}) as seen:
+        session.call("softmax", torch.randn(2, 3))
+    session.close()
+    assert seen == [] and session.flags == []  # the module-level table was known to exist
+    assert "ran" not in session.output()
+
+
 def test_an_operator_event_in_a_call_not_recorded_is_a_crash(session_for):
     session = session_for("import os, socket, struct, json\n"
                           "def lie(x):\n"

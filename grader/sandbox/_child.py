@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ctypes
 import fcntl
+import gc
 import io
 import os
 import resource
@@ -287,7 +288,7 @@ class _Server:
         and what existed before the call, reachable from the submission's names and the
         objects the grader holds (constants, caches, parameters and buffers)."""
         return [*received.values(), *_reachable_tensors([*self._namespace.values(), *self._objects.values()],
-                                                        self._namespace["__name__"])]
+                                                        self._namespace.get("__name__"))]
 
     def _handle_for(self, obj: object) -> Handle:
         handle_id = self._ids.get(id(obj))
@@ -462,44 +463,42 @@ def _recorder_class() -> type[_OpRecorder]:
 _RECORD = {recorder: recorder.__dict__["__torch_dispatch__"] for recorder in (_OpRecorder, _CompiledCodeRecorder)}
 
 
-def _reachable_tensors(roots: list, submission: str, depth: int = 4, most: int = 20_000) -> list[torch.Tensor]:
-    """Tensors held by ``roots``, through containers, modules and the objects, classes and
-    functions of the module ``submission`` (not through what it imports: torch alone holds
-    thousands of objects), in a bounded walk."""
+def _reachable_tensors(roots: list, submission: str | None, depth: int = 6, most: int = 20_000) -> list[torch.Tensor]:
+    """Tensors held by ``roots``, through containers, modules, closures and the objects, classes
+    and functions of the module ``submission`` (not through what it imports: torch alone holds
+    thousands of objects), in a bounded walk. It follows references as the garbage collector
+    sees them, so no code of the submission's (a property, an overridden ``parameters()``) runs
+    outside the recording while it looks."""
     found: list[torch.Tensor] = []
     seen: set[int] = set()
     layer = list(roots)
     for _ in range(depth):
         following = []
         for obj in layer:
-            if id(obj) in seen or len(seen) >= most or isinstance(obj, types.ModuleType):
+            if id(obj) in seen or len(seen) >= most:
                 continue
             seen.add(id(obj))
-            if isinstance(obj, torch.Tensor):
+            kind = type(obj)
+            if issubclass(kind, torch.Tensor):
                 found.append(obj)
-            elif isinstance(obj, dict):
-                following += obj.values()
-            elif isinstance(obj, (list, tuple, set, frozenset)):
-                following += obj
-            elif isinstance(obj, torch.nn.Module):
-                following += [*obj.parameters(), *obj.buffers(), *vars(obj).values()]
-            elif getattr(obj, "__module__", None) != submission:
-                continue
-            elif isinstance(obj, types.FunctionType):
-                following += [*(obj.__defaults__ or ()), *(cell.cell_contents for cell in obj.__closure__ or ()
-                                                          if _has_contents(cell))]
-            elif isinstance(obj, type) or isinstance(getattr(obj, "__dict__", None), dict):
-                following += list(vars(obj).values())
+            elif kind in _CONTAINERS or issubclass(kind, torch.nn.Module) or _module_of(kind) == submission \
+                    or (kind is type and _module_of(obj) == submission) \
+                    or (kind is types.FunctionType and obj.__module__ == submission):
+                following += gc.get_referents(obj)
         layer = following
     return found
 
 
-def _has_contents(cell) -> bool:
+_CONTAINERS = (dict, list, tuple, set, frozenset, types.CellType)
+_TYPE_MODULE = type.__dict__["__module__"]
+
+
+def _module_of(cls: type) -> object:
+    """``cls.__module__`` read by type's own getter: no metaclass of the submission's runs."""
     try:
-        cell.cell_contents
-    except ValueError:  # an empty cell
-        return False
-    return True
+        return _TYPE_MODULE.__get__(cls, type)
+    except Exception:  # noqa: BLE001 - a class that has none
+        return None
 
 
 def _tensors(tree) -> list[torch.Tensor]:
