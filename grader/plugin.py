@@ -83,6 +83,11 @@ class GradingPlugin:
     def device(self) -> torch.device:
         return self._device
 
+    @pytest.hookimpl(trylast=True)
+    def pytest_runtest_teardown(self, item: pytest.Item) -> None:
+        if self._session is not None:
+            self._session.end_test()  # after the fixtures' own teardown
+
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item,
                                   call: pytest.CallInfo) -> Generator[None, pytest.TestReport, pytest.TestReport]:

@@ -64,9 +64,11 @@ class Student(Protocol):
         """The student's ``class_name(*args, **kwargs)`` on the reference's device, holding the
         reference's parameters (strict names; the student's own buffers are kept)."""
 
-    def define(self, name: str, source: str) -> Remote:
+    def define(self, name: str, source: str, *, answers: bool = False) -> Remote:
         """Run grader-provided helper code (not secret, e.g. a stock model) in the student's
-        process; returns its module, whose functions and classes build objects there."""
+        process; returns its module, whose functions and classes build objects there. Pass
+        ``answers=True`` when the code computes what a part asks for (a stock piece): the
+        process then ends with the test, so no later test's student code can find it."""
 
     def watching(self, ops: set[str]) -> AbstractContextManager[list[str]]:
         """Within the block, record which of these operators (schema names, ``aten::_softmax``)

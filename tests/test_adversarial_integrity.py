@@ -124,3 +124,78 @@ def test_a_claim_of_the_students_process_earns_nothing(grade_source, claim):
         assert part(report, part_id).hint == variants_06.NOT_DIFFERENTIABLE
     if claim == "gradients that never arrived":
         assert "monkeypatch" in {flag.kind for flag in report.flags}, report.flags
+
+
+# ---- the grader's stock pieces are answers: no part may pass them off as its own ---------------
+
+STOCK_BY_GC = '''
+import gc
+import types
+
+
+def _stock():
+    for obj in gc.get_objects():
+        if isinstance(obj, types.ModuleType) and obj.__name__.startswith("grader_helper_stock"):
+            return obj
+    raise NotImplementedError("not written")
+'''
+STOCK_BY_HOOK = '''
+import torch.nn as nn
+
+_found = {}
+
+
+def _note(module, name, submodule):
+    if type(module).__name__.startswith("Stock") or type(module).__name__ == "GPT":
+        _found.update(type(module).__init__.__globals__)
+
+
+nn.modules.module.register_module_module_registration_hook(_note)
+
+
+class _Stock:
+    def __getattr__(self, name):
+        if name not in _found:
+            raise NotImplementedError("not written")
+        return _found[name]
+
+
+def _stock():
+    return _Stock()
+'''
+BORROWS_EVERY_PART = '''
+
+def Head(*a, **k):
+    return _stock().StockHead(*a, **k)
+
+
+def MultiHead(*a, **k):
+    return _stock().StockMultiHead(*a, **k)
+
+
+def MLP(*a, **k):
+    return _stock().StockMLP(*a, **k)
+
+
+def Block(*a, **k):
+    return _stock().StockBlock(*a, **k)
+
+
+def GPT(*a, **k):
+    return _stock().GPT(*a, **k)
+
+
+def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, generator=None):
+    raise NotImplementedError
+'''
+
+
+@pytest.mark.parametrize("finder", [STOCK_BY_GC, STOCK_BY_HOOK], ids=["gc", "a registration hook"])
+def test_parts_that_borrow_the_graders_stock_pieces_score_what_the_stub_scores(grade_source, finder):
+    # The stock pieces reach the student's process only when a piece needs one, and that process
+    # ends with the test. Before, a file with no code of its own scored 61/83 (gc) and 46/83 (hook).
+    stub = grade_source((ASSIGNMENTS / "07" / "gpt.py").read_text(), assignment=ASSIGNMENTS / "07")
+    report = grade_source(finder + BORROWS_EVERY_PART, assignment=ASSIGNMENTS / "07")
+    assert_valid(report)
+    assert report.status == "graded", report.error
+    assert report.score == stub.score == 0, [(p.id, p.score) for p in report.parts]

@@ -65,6 +65,7 @@ class StudentSession:
         self._reference_s: dict[str, float | None] = {}  # by call label, measured once
         self._watch: tuple[set[str], list[str]] | None = None  # see watching()
         self._flags: dict[Flag, None] = {}
+        self._answers_in: int | None = None  # the child generation that received answers, see define()
 
     # ---- the API hidden tests use --------------------------------------------------------
 
@@ -94,10 +95,21 @@ class StudentSession:
             module.load_parameters(parameters)
         return module
 
-    def define(self, name: str, source: str) -> RemoteObject:
+    def define(self, name: str, source: str, *, answers: bool = False) -> RemoteObject:
         """Run grader-provided helper code (not secret: e.g. a stock model) in the child;
-        returns its module, whose functions and classes build objects there."""
-        return self._request({"op": "define", "name": name, "source": source}, f"grader helper {name}", (), {})
+        returns its module, whose functions and classes build objects there. ``answers``: the
+        code computes what a part asks for (a stock piece), so the child that received it ends
+        with the test (:meth:`end_test`): no later test finds it there to pass off as its own."""
+        module = self._request({"op": "define", "name": name, "source": source}, f"grader helper {name}", (), {})
+        if answers:
+            self._answers_in = self._process.generation
+        return module
+
+    def end_test(self) -> None:
+        """A test is over: end the child if it holds answers (see :meth:`define`)."""
+        if self._answers_in == self._process.generation:
+            self._process.close()
+        self._answers_in = None
 
     @contextmanager
     def watching(self, ops: set[str]) -> Iterator[list[str]]:

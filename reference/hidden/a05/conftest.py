@@ -16,6 +16,7 @@ weights: a stock piece (``stock.py``) takes its place (``grader.suite.new_graded
 """
 
 import dataclasses
+import functools
 from pathlib import Path
 
 import pytest
@@ -81,11 +82,12 @@ STOCK_SOURCE = Path(stock.__file__).read_text(encoding="utf-8")
 
 @pytest.fixture
 def stock_pieces(student) -> list[StockPiece]:
-    """Stand-ins for the FeedForward and MultiHeadAttention inside a layer, in the student's process."""
-    remote = student.define("stock", STOCK_SOURCE)
-    return [StockPiece("FeedForward", lambda ffn: remote.method(
+    """Stand-ins for the FeedForward and MultiHeadAttention inside a layer, in the student's process,
+    sent there only when a piece needs one (they are answers: see ``student.define``)."""
+    remote = functools.cache(lambda: student.define("stock", STOCK_SOURCE, answers=True))
+    return [StockPiece("FeedForward", lambda ffn: remote().method(
                 "StockFeedForward", ffn.linear1.in_features, ffn.linear1.out_features, ffn.dropout.p)),
-            StockPiece("MultiHeadAttention", lambda mha: remote.method(
+            StockPiece("MultiHeadAttention", lambda mha: remote().method(
                 "StockMultiHeadAttention", mha.W_q.in_features, mha.num_heads, mha.dropout.p, mha.W_q.bias is not None))]
 
 

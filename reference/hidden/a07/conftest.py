@@ -12,6 +12,7 @@ parameter names are not the contract's (an ``nn.Sequential`` MLP, Karpathy's ``s
 (``grader.suite.new_graded_like``), and its names cost points where it is graded.
 """
 
+import functools
 from pathlib import Path
 
 import pytest
@@ -77,15 +78,16 @@ def stock_pieces(student) -> list[StockPiece]:
 
 def stock_pieces_of(student) -> list[StockPiece]:
     """Stand-ins for a Block inside a GPT, the MultiHead and MLP inside a Block and a Head inside a
-    MultiHead, in the student's process."""
-    remote = student.define("stock", STOCK_SOURCE)
-    return [StockPiece("Head", lambda head: remote.method(
+    MultiHead, in the student's process, sent there only when a piece needs one (they are
+    answers: see ``student.define``)."""
+    remote = functools.cache(lambda: student.define("stock", STOCK_SOURCE, answers=True))
+    return [StockPiece("Head", lambda head: remote().method(
                 "StockHead", D_MODEL, head.key.out_features, head.tril.size(0))),
-            StockPiece("Block", lambda block: remote.method(
+            StockPiece("Block", lambda block: remote().method(
                 "StockBlock", D_MODEL, len(block.attn.heads), block.attn.heads[0].tril.size(0))),
-            StockPiece("MultiHead", lambda attn: remote.method(
+            StockPiece("MultiHead", lambda attn: remote().method(
                 "StockMultiHead", D_MODEL, len(attn.heads), attn.heads[0].tril.size(0))),
-            StockPiece("MLP", lambda mlp: remote.method("StockMLP", mlp.fc.in_features))]
+            StockPiece("MLP", lambda mlp: remote().method("StockMLP", mlp.fc.in_features))]
 
 
 @pytest.fixture

@@ -114,7 +114,7 @@ def build(student, device, sharpness: float, *, kind: str = "own", dropout: floa
     if kind == "own":
         model = student.new("GPT", *args, dropout=dropout)
     else:
-        model = student.define("stock", STOCK_SOURCE).method(kind, *args, dropout=dropout)
+        model = student.define("stock", STOCK_SOURCE, answers=True).method(kind, *args, dropout=dropout)
     model.method("to", device)
     model.load_parameters(parameters(sharpness, device))
     return model

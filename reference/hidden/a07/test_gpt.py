@@ -141,7 +141,7 @@ def test_gpt_dropout_is_off_in_eval_mode(new_graded, reference_gpt, make_tokens)
 
 def test_gpt_gradients_reach_every_submodule(student, student_gpt, reference_gpt, make_tokens, make_input):
     # Seen through its logits: the check's loss is an inner product with one output tensor.
-    logits_only = student.define("stock", STOCK_SOURCE).method("LogitsOnly", student_gpt)
+    logits_only = student.define("stock", STOCK_SOURCE, answers=True).method("LogitsOnly", student_gpt)
     expect_gradients("GPT", logits_only, stock.LogitsOnly(reference_gpt), (make_tokens(2, CONTEXT, seed=609),),
                      make_input(2, CONTEXT, VOCAB, seed=610), inputs={})
 
