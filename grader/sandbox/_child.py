@@ -373,10 +373,10 @@ class _OpRecorder(TorchDispatchMode):
 
     Each operator is reported to the grader each time it runs, whatever it is (the grader,
     not this process, decides which ones matter), so nothing the student's code does
-    afterwards takes it back, and no record kept here can be edited to silence it. The code can switch the recording off beforehand (it runs in
-    this process); what suggests it did goes to the grader at the end (:meth:`unrecorded`),
-    as evidence for the instructor, never as a verdict: a tensor that entered the computation
-    from outside it, one changed in place while nobody recorded (a version counter that moved,
+    afterwards takes it back, and no record kept here can be edited to silence it. The code
+    can switch the recording off beforehand (it runs in this process); what suggests it did
+    goes to the grader at the end (:meth:`unrecorded`), as evidence for the instructor, never
+    as a verdict: a tensor that entered the computation from outside it, one changed in place while nobody recorded (a version counter that moved,
     from another thread too), a tensor subclass that dispatches on its own, a recording no
     longer in force. Every tensor the call makes stays alive until it returns (an id must not
     be reused): watch small calls."""

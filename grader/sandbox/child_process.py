@@ -72,8 +72,9 @@ class ChildProcess:
         """Send one request to the live child and wait for its reply, within the call's time
         limit (``timeout_s``, by default ``limits.call_timeout_s``) and what is left of the
         submission's. Returns the reply, with ``operators``: those the child reported as they
-        ran (a request that asks to ``record``), and, when its status is OK, its decoded value. A child that runs past the deadline, hangs up or sends no valid
-        reply is retired: :class:`StudentTimeout` or :class:`StudentCrashed`."""
+        ran (a request that asks to ``record``), and, when its status is OK, its decoded value.
+        A child that runs past the deadline, hangs up or sends no valid reply is retired:
+        :class:`StudentTimeout` or :class:`StudentCrashed`."""
         child = self._live_child()
         timeout_s = self.limits.call_timeout_s if timeout_s is None else timeout_s
         deadline, budget_bound = self._deadline(timeout_s)
