@@ -59,7 +59,11 @@ OWN_SDPA_WRONG = ("your scaled_dot_product_attention is wrong and SelfAttention 
 
 
 def forbidden_softmax_hint(seen: Iterable[str]) -> str:
-    names = ", ".join(name.split("::", 1)[-1] for name in seen)
+    # A backward kernel only follows its forward one: name the forward ones where they ran, so a
+    # gradient test's hint reads as the same mistake as every other test's.
+    seen = list(seen)
+    named = [name for name in seen if "backward" not in name] or seen
+    names = ", ".join(name.split("::", 1)[-1] for name in named)
     return (f"{FORBIDDEN_SOFTMAX} ({names} ran inside it): this part scores 0 while it calls one; "
             "write it with torch.exp, a max and a sum")
 
