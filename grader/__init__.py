@@ -1,10 +1,10 @@
 """Autograder for the Transformer course.
 
 The trusted grader runs hidden pytest suites against a reference; student code runs only
-in sandboxed child processes (:mod:`grader.sandbox`). Start at :func:`grader.api.grade`.
+in sandboxed child processes (:mod:`grader.sandbox`). Start at :func:`grader.engine.api.grade`.
 
 The package's face is lazy (PEP 562): ``from grader import grade`` imports the engine
-(torch, pytest), while ``import grader.report`` or the zygote server's
+(torch, pytest), while ``import grader.core.report`` or the zygote server's
 ``import grader.sandbox._child`` import only what they use.
 """
 
@@ -19,15 +19,15 @@ __all__ = ["grade", "check", "GradeReport", "SCHEMA_VERSION"]
 
 def __getattr__(name: str):
     if name == "check":  # in a notebook: a part's public tests on its current definitions
-        from grader.cells import check_function
+        from grader.student import check_function
 
         return check_function()
     if name == "grade":
-        from grader.api import grade
+        from grader.engine.api import grade
 
         return grade
     if name in ("GradeReport", "SCHEMA_VERSION"):
-        from grader import report
+        from grader.core import report
 
         return getattr(report, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -29,9 +29,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from grader.options import DEFAULT, DEFAULT_BATCH, DEVICES, EXECUTORS, SANDBOXES, OptionError
-from grader.render import error_text, plain
-from grader.sanitize import for_terminal
+from grader.core.sanitize import for_terminal
+from grader.engine.options import DEFAULT, DEFAULT_BATCH, DEVICES, EXECUTORS, SANDBOXES, OptionError
+from grader.views.terminal import error_text, plain
 
 EXIT_OK, EXIT_GRADER_ERROR, EXIT_USAGE = 0, 1, 2
 
@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
 def _start_zygote_server(assignment: Path) -> None:
     """Start the zygote server (see grader.sandbox.zygote) before this process imports torch,
     so that the two imports, and those the assignment's suite declares, run side by side."""
-    from grader.assignment import Assignment, AssignmentError
+    from grader.core.assignment import Assignment, AssignmentError
     from grader.sandbox.zygote import ZygoteServer
 
     try:
@@ -142,11 +142,11 @@ def _start_zygote_server(assignment: Path) -> None:
 
 def _grade(args: argparse.Namespace, console: Console) -> int:
     _start_zygote_server(args.assignment)
-    from grader.api import grade
-    from grader.assignment import AssignmentError
+    from grader.core.assignment import AssignmentError
+    from grader.core.report import Status
+    from grader.engine.api import grade
     from grader.sandbox.isolation import SandboxUnavailable
-    from grader.render import render_report
-    from grader.report import Status
+    from grader.views.terminal import render_report
 
     if args.submission is not None and not args.submission.is_file():
         _error(console, f"no such submission file: {args.submission}")
@@ -167,14 +167,14 @@ def _grade(args: argparse.Namespace, console: Console) -> int:
 def _batch(args: argparse.Namespace, console: Console) -> int:
     if args.executor == "local":
         _start_zygote_server(args.assignment)
-    from grader.assignment import AssignmentError
-    from grader.batch import grade_batch
-    from grader.class_report import batch_summary
-    from grader.feedback_pages import write_feedback
-    from grader.gradebook import write_outputs
-    from grader.report import json_text
+    from grader.core.assignment import AssignmentError
+    from grader.core.report import json_text
+    from grader.engine.batch import grade_batch
+    from grader.results.outputs import write_outputs
+    from grader.results.students import Roster, RosterError
     from grader.sandbox.isolation import SandboxUnavailable
-    from grader.students import Roster, RosterError
+    from grader.views.class_report import batch_summary
+    from grader.views.feedback_pages import write_feedback
 
     if not args.folder.is_dir():
         _error(console, f"no such folder: {args.folder}")
@@ -246,8 +246,8 @@ class _BatchProgress(Progress):
 
 
 def _notebook(args: argparse.Namespace, console: Console) -> int:
-    from grader.assignment import Assignment, AssignmentError
-    from grader.handout import notebook_is_current, write_notebook
+    from grader.core.assignment import Assignment, AssignmentError
+    from grader.course.notebook import notebook_is_current, write_notebook
 
     try:
         assignment = Assignment.load(args.assignment)
@@ -274,8 +274,8 @@ def _public_data_parser() -> argparse.ArgumentParser:
 
 
 def _public_data(args: argparse.Namespace, console: Console) -> int:
-    from grader.assignment import Assignment, AssignmentError
-    from grader.public_data import PublicDataError, stale_files, write_public_data
+    from grader.core.assignment import Assignment, AssignmentError
+    from grader.engine.public_data import PublicDataError, stale_files, write_public_data
 
     try:
         assignments = [Assignment.load(folder) for folder in args.assignments]
@@ -305,9 +305,9 @@ def _report_parser() -> argparse.ArgumentParser:
 
 
 def _report(args: argparse.Namespace, console: Console) -> int:
-    from grader.class_report import ClassReportError, class_table, load_class_data, render_html
-    from grader.feedback_pages import FOLDER
-    from grader.report import write_atomic
+    from grader.core.report import write_atomic
+    from grader.views.class_report import ClassReportError, class_table, load_class_data, render_html
+    from grader.views.feedback_pages import FOLDER
 
     try:
         data = load_class_data(args.results)
@@ -332,7 +332,7 @@ def _feedback_parser() -> argparse.ArgumentParser:
 
 
 def _feedback(args: argparse.Namespace, console: Console) -> int:
-    from grader.feedback_pages import FOLDER, FeedbackError, write_feedback
+    from grader.views.feedback_pages import FOLDER, FeedbackError, write_feedback
 
     try:
         pages = write_feedback(args.results)
@@ -365,7 +365,7 @@ def _export_parser() -> argparse.ArgumentParser:
 
 
 def _export(args: argparse.Namespace, console: Console) -> int:
-    from grader.assignment import AssignmentError
+    from grader.core.assignment import AssignmentError
     from grader.export import ExportError
     from grader.export.classroom_workflow import write_workflow
     from grader.export.gradescope import visibility_from
@@ -393,8 +393,8 @@ def _release_parser() -> argparse.ArgumentParser:
 
 
 def _release(args: argparse.Namespace, console: Console) -> int:
-    from grader.assignment import AssignmentError
-    from grader.release import ReleaseError, release
+    from grader.core.assignment import AssignmentError
+    from grader.course.release import ReleaseError, release
 
     try:
         folder, archive = release(args.assignment, args.out)
@@ -419,8 +419,8 @@ def _new_assignment_parser() -> argparse.ArgumentParser:
 
 
 def _new_assignment(args: argparse.Namespace, console: Console) -> int:
-    from grader.assignment import AssignmentError, reference_dir
-    from grader.scaffold import ScaffoldError, new_assignment
+    from grader.core.assignment import AssignmentError, reference_dir
+    from grader.course.scaffold import ScaffoldError, new_assignment
 
     try:
         written = new_assignment(reference_dir().parent, args.id, args.module, args.title)

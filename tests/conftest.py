@@ -9,13 +9,12 @@ import time
 from pathlib import Path
 
 import jsonschema
-
 import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from grader.api import grade
-from grader.report import GradeReport, Status, load_schema
+from grader.core.report import GradeReport, Status, load_schema
+from grader.engine.api import grade
 from grader.sandbox import cgroups, landlock, namespaces, seccomp
 from grader.sandbox.limits import Limits
 from grader.sandbox.zygote import ZygoteServer

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from grader.assignment import Assignment
-from grader.public import grade_public
+from grader.core.assignment import Assignment
+from grader.student.grade import grade_public
 from reference.hidden.a07 import variants
 from tests.conftest import ROOT, mutant
 

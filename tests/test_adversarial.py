@@ -24,9 +24,9 @@ from pathlib import Path
 import pytest
 
 import reference
-from grader import hints
 from grader.cli import main as grade_cli
-from grader.report import GradeReport, Status
+from grader.core import hints
+from grader.core.report import GradeReport, Status
 from reference import as_submission
 from reference.hidden.a03 import variants
 from tests.conftest import ASSIGNMENT_03, TEST_LIMITS, assert_valid, grader_files, mutant, notebook_text, part
@@ -47,7 +47,7 @@ def _scores(report: GradeReport) -> dict[str, float]:
 @pytest.fixture(scope="module")
 def honest_wrong_scores(tmp_path_factory) -> dict[str, float]:
     """What WRONG earns without any forgery: the most a forged WRONG may earn."""
-    from grader.api import grade
+    from grader.engine.api import grade
 
     path = tmp_path_factory.mktemp("honest") / "mha.py"
     path.write_text(WRONG)
@@ -82,7 +82,7 @@ FORGERIES = {
         "_pytest.runner.pytest_runtest_makereport = lambda *a, **k: None\n"
         "try:\n    import pytest_jsonreport.plugin as p\n    p.JSONReport.pytest_sessionfinish = lambda *a, **k: None\n"
         "except ImportError:\n    pass\n"
-        "sys.modules['grader'] = sys.modules['grader.plugin'] = type(sys)('grader')\n"),
+        "sys.modules['grader'] = sys.modules['grader.engine.plugin'] = type(sys)('grader')\n"),
 }
 
 
@@ -496,7 +496,7 @@ def test_rich_markup_in_student_messages_is_shown_as_text(tmp_path, capsys):
 
 @pytest.mark.parametrize("kind", ["fifo", "endless device"])
 def test_a_submission_that_is_not_a_regular_file_is_ungradable_not_a_hang(tmp_path, kind):
-    from grader.api import grade
+    from grader.engine.api import grade
 
     path = tmp_path / "mha.py"
     if kind == "fifo":

@@ -30,12 +30,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader.assignment import Assignment
-from grader.outcome import SuiteResult
-from grader.report import GradeReport, Status
-from grader.runner import SuiteBoundExceeded
-from grader.sandbox.limits import Limits
+from grader.core.assignment import Assignment
+from grader.core.outcome import SuiteResult
+from grader.core.report import GradeReport, Status
+from grader.engine.runner import SuiteBoundExceeded
 from grader.sandbox.cgroups import SubmissionCgroup
+from grader.sandbox.limits import Limits
 from grader.sandbox.zygote import ZygoteServer
 from reference import as_submission
 from tests.conftest import (
@@ -138,7 +138,7 @@ def _peak_suite_memory(source: str, tmp_path: Path) -> tuple[GradeReport, int]:
     """Grade in a process of its own; the largest resident size of its suite processes (bytes)."""
     submission = tmp_path / "mha.py"
     submission.write_text(source)
-    script = ("import json, resource, sys\nfrom grader.api import grade\nfrom grader.sandbox.limits import Limits\n"
+    script = ("import json, resource, sys\nfrom grader.engine.api import grade\nfrom grader.sandbox.limits import Limits\n"
               "report = grade(sys.argv[1], sys.argv[2], device='cpu', limits=Limits(memory_bytes=6 * 2**30))\n"
               "print(json.dumps({'report': report.to_dict(), "
               "'peak': resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024}))\n")
@@ -265,8 +265,8 @@ def test_a_bug_in_the_suite_itself():
 def _run_suite_file(tmp_path: Path, source: str, limits: Limits) -> SuiteResult:
     """``source`` as a hidden suite, run as the grader runs one: in a forked suite process, under
     its trusted bounds, with no submission."""
-    from grader.plugin import GradingPlugin
-    from grader.runner import ForkedRun, _run_pytest, _TrustedBounds
+    from grader.engine.plugin import GradingPlugin
+    from grader.engine.runner import ForkedRun, _run_pytest, _TrustedBounds
     from grader.sandbox import trusted_bounds
 
     suite = tmp_path / "suite"
@@ -304,7 +304,7 @@ def test_a_suite_process_stuck_past_its_cpu_bound_in_all_ends_that_submission_on
 
 
 def test_a_submission_stopped_at_the_suites_cpu_bound_is_reported_ungradable_not_a_grader_error(monkeypatch, tmp_path):
-    from grader import api
+    from grader.engine import api
 
     class Stopped:
         def result(self):

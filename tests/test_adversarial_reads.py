@@ -32,12 +32,12 @@ import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
 import reference
-from grader.api import grade
-from grader.assignment import Assignment
-from grader.batch import grade_batch, report_path
 from grader.cli import main as grade_cli
+from grader.core.assignment import Assignment
+from grader.core.report import GradeReport, Status
+from grader.engine.api import grade
+from grader.engine.batch import grade_batch, report_path
 from grader.export import gradescope
-from grader.report import GradeReport, Status
 from tests.conftest import ASSIGNMENTS, TEST_LIMITS, assert_valid, bytes_read
 
 pytestmark = pytest.mark.slow

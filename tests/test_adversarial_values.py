@@ -310,7 +310,7 @@ def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, generator=
 @pytest.fixture(scope="module")
 def generate_failures(tmp_path_factory):
     """trick -> the generate tests that the buggy generate with that trick fails."""
-    from grader.api import grade
+    from grader.engine.api import grade
     from tests.conftest import TEST_LIMITS
 
     correct = REFERENCE_07[REFERENCE_07.index("@torch.no_grad()\ndef generate("):]

@@ -13,7 +13,7 @@ end and check that:
 - no escape sequence reaches a terminal, no cell of grades.csv is a formula, and no control
   character reaches results.json or the class report page.
 
-Fast unit tests of :mod:`grader.sanitize` and of the report-path mapping come first.
+Fast unit tests of :mod:`grader.core.sanitize` and of the report-path mapping come first.
 """
 
 from __future__ import annotations
@@ -29,13 +29,13 @@ from pathlib import Path
 
 import pytest
 
-from grader import batch
-from grader.batch import grade_batch, report_path
-from grader.class_report import load_class_data
 from grader.cli import main
+from grader.core.report import GradeReport, Status, write_atomic
+from grader.core.sanitize import clean, for_csv, for_terminal
+from grader.engine import batch
+from grader.engine.batch import grade_batch, report_path
 from grader.export.gradescope import run as run_on_gradescope
-from grader.report import GradeReport, Status, write_atomic
-from grader.sanitize import clean, for_csv, for_terminal
+from grader.views.class_report import load_class_data
 from reference import as_submission
 from tests.conftest import ASSIGNMENT_03, TEST_LIMITS, mutant, notebook_text
 
@@ -125,7 +125,7 @@ def test_sanitize_rules():
 
 
 def test_each_string_of_json_data_is_made_safe():
-    from grader.sanitize import each_string
+    from grader.core.sanitize import each_string
 
     data = {"a\ud800": ["\x1b[2J", {"b": "\ud800"}, 1, None, 2.5, True]}
     assert each_string(data, clean) == {"a\ufffd": ["\x1b[2J", {"b": "\ufffd"}, 1, None, 2.5, True]}

@@ -14,15 +14,16 @@ from pathlib import Path
 
 import pytest
 
-from grader.api import grade
-from grader.batch import grade_batch
-from grader.class_report import load_class_data
 from grader.cli import main
-from grader.gradebook import report_path, write_outputs
-from grader.submissions import discover
-from grader.report import SCHEMA_VERSION
+from grader.core.report import SCHEMA_VERSION
+from grader.engine.api import grade
+from grader.engine.batch import grade_batch
+from grader.results.folder import report_path
+from grader.results.outputs import write_outputs
+from grader.results.submissions import discover
 from grader.sandbox.cgroups import SubmissionCgroup
 from grader.sandbox.zygote import ZygoteServer
+from grader.views.class_report import load_class_data
 from reference import as_submission
 from tests.conftest import ASSIGNMENT_03, ROOT, TEST_LIMITS, alive, descendants
 

@@ -6,11 +6,23 @@ import pytest
 import torch
 from torch import nn
 
-from grader import hints
-from grader.checks import (CheckFailed, describe_difference, expect_causal, expect_close, expect_computes_with,
-                           expect_contract_parameters, expect_derivative, expect_equal, expect_named_tensors,
-                           expect_raises, expect_tensor, expect_token_ids, names_mismatch)
+from grader.core import hints
 from grader.sandbox.errors import StudentException
+from grader.suite.checks import (
+    CheckFailed,
+    describe_difference,
+    expect_causal,
+    expect_close,
+    expect_computes_with,
+    expect_contract_parameters,
+    expect_derivative,
+    expect_equal,
+    expect_named_tensors,
+    expect_raises,
+    expect_tensor,
+    expect_token_ids,
+    names_mismatch,
+)
 
 
 class FakeRemote:

@@ -20,12 +20,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from grader.class_report import (HISTOGRAM_COLOUR, MISTAKE_COLOUR, ClassReportError, class_table, load_class_data,
-                                 render_html)
-from grader.class_stats import MOST_FREQUENT_HINTS, Scores, histogram
 from grader.cli import main
-from grader.gradebook import report_path
-from grader.report import GradeReport, PartResult, Status
+from grader.core.report import GradeReport, PartResult, Status
+from grader.results.class_stats import MOST_FREQUENT_HINTS, Scores, histogram
+from grader.results.folder import report_path
+from grader.views.class_report import (
+    HISTOGRAM_COLOUR,
+    MISTAKE_COLOUR,
+    ClassReportError,
+    class_table,
+    load_class_data,
+    render_html,
+)
 
 MAX_SCORES = {"split_heads": 4, "combine_heads": 2, "MultiHeadAttention": 6}
 SCRIPT_HINT = "<script>alert('x')</script> & friends"

@@ -13,7 +13,7 @@ import nbformat
 import pytest
 from rich.console import Console
 
-from grader.report import SCHEMA_VERSION
+from grader.core.report import SCHEMA_VERSION
 from tests.conftest import ASSIGNMENT_03, ROOT
 
 pytestmark = pytest.mark.slow

@@ -8,8 +8,8 @@ from importlib import import_module
 
 import pytest
 
-from grader.assignment import Assignment, Part
-from grader.course import Course, stale_pages
+from grader.core.assignment import Assignment, Part
+from grader.course.pages import Course, stale_pages
 from reference import as_submission, module_for
 from tests.conftest import ROOT
 

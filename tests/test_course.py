@@ -7,10 +7,10 @@ import re
 
 import pytest
 
-from grader import hints
-from grader.assignment import Assignment
-from grader.report import Status
-from grader.course import Course
+from grader.core import hints
+from grader.core.assignment import Assignment
+from grader.core.report import Status
+from grader.course.pages import Course
 from reference import as_submission, module_for
 from tests.conftest import ROOT, assert_valid, notebook_text
 

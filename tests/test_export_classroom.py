@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 import yaml  # a dev dependency: the grader itself writes YAML as text
 
-from grader.assignment import AssignmentError
 from grader.cli import main
+from grader.core.assignment import AssignmentError
+from grader.core.report import Status
 from grader.export import ExportError
 from grader.export.classroom import encode, to_classroom
 from grader.export.classroom import main as classroom_main
 from grader.export.classroom_workflow import REPORTER, RUNNER_ID, workflow, write_workflow
-from grader.report import Status
 from reference import as_submission
 from tests.conftest import ASSIGNMENT_03, ROOT
 from tests.test_export_gradescope import HINT, sample_report

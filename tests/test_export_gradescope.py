@@ -12,13 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from grader.assignment import Assignment, reference_dir
 from grader.cli import main
-from grader.export.gradescope import Visibility, find_submission, main as run_main, run, to_gradescope
+from grader.core.assignment import Assignment, reference_dir
+from grader.core.report import GradeReport, PartResult, Status
+from grader.core.report import TestResult as Result  # not Test*: pytest would try to collect it
+from grader.export.gradescope import Visibility, find_submission, run, to_gradescope
+from grader.export.gradescope import main as run_main
 from grader.export.gradescope_metadata import METADATA, is_late
 from grader.export.gradescope_zip import GRADER_DIR, build_autograder, reference_files, source_files
-from grader.report import GradeReport, PartResult, Status
-from grader.report import TestResult as Result  # not Test*: pytest would try to collect it
 from reference import as_submission
 from tests.conftest import ASSIGNMENT_03, ASSIGNMENTS, notebook_text
 
@@ -172,7 +173,7 @@ def test_without_a_metadata_file_lateness_is_unknown(tmp_path):
     ("{not json", None),
 ])
 def test_the_graded_report_records_lateness_and_grading_goes_on_without_it(tmp_path, monkeypatch, data, late):
-    monkeypatch.setattr("grader.api.grade", lambda assignment, submission: sample_report())
+    monkeypatch.setattr("grader.engine.api.grade", lambda assignment, submission: sample_report())
     hand_in(tmp_path / "submission", {"mha.py": ""})
     write_metadata(tmp_path, data)
     seen = []
@@ -231,7 +232,7 @@ def test_a_crash_of_the_grader_still_writes_results_json(tmp_path, monkeypatch):
     def crash(*args, **kwargs):
         raise RuntimeError("the suite process vanished")
 
-    monkeypatch.setattr("grader.api.grade", crash)
+    monkeypatch.setattr("grader.engine.api.grade", crash)
     hand_in(tmp_path / "submission", {"mha.py": ""})
     run(tmp_path, ASSIGNMENT_03)
     results = json.loads((tmp_path / "results" / "results.json").read_text())
@@ -253,7 +254,7 @@ def test_zip_holds_the_scripts_at_its_root_and_the_source_to_grade(autograder_zi
     with zipfile.ZipFile(autograder_zip) as archive:
         modes = {info.filename: info.external_attr >> 16 & 0o777 for info in archive.infolist()}
     assert modes["run_autograder"] == modes["setup.sh"] == 0o755
-    for name in ("pyproject.toml", "README.md", "grader/cli.py", "grader/schema/report.v2.json",
+    for name in ("pyproject.toml", "README.md", "grader/cli.py", "grader/core/schema/report.v2.json",
                  "reference/multihead.py", "reference/hidden/a03/conftest.py", "reference/hidden/a03/test_multihead.py",
                  "assignments/03/assignment.toml", "assignments/03/mha.py"):
         assert name in modes, name

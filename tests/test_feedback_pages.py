@@ -10,15 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from grader.assignment import Assignment
-from grader.assemble import in_cell_order
-from grader.class_report import load_class_data, render_html
 from grader.cli import main
-from grader.feedback_pages import page_name, render_markdown, write_feedback, page_blocks, read_entries
-from grader.gradebook import BatchResult, write_outputs
-from grader.report import Flag, Status
-from grader.report import TestResult as Check
-from grader.students import Roster, handins
+from grader.core.assemble import in_cell_order
+from grader.core.assignment import Assignment
+from grader.core.report import Flag, Status
+from grader.core.report import TestResult as Check
+from grader.results.folder import BatchResult
+from grader.results.outputs import write_outputs
+from grader.results.students import Roster, handins
+from grader.views.class_report import load_class_data, render_html
+from grader.views.feedback_pages import page_blocks, page_name, read_entries, render_markdown, write_feedback
 from tests.conftest import ASSIGNMENT_03
 from tests.test_class_report import chromium
 from tests.test_gradebook import DONE, STUB, report, write

@@ -1,4 +1,4 @@
-"""The report's flags (grader.flags): what reading the source finds for the instructor, and
+"""The report's flags (grader.source.flags): what reading the source finds for the instructor, and
 what it must not flag (a student's own helper named like a built-in, a comment or docstring,
 the handout's check() however it is imported). A flag never costs points: 01's "no built-in
 softmax" rule is decided from what runs (tests/test_forbidden_builtin.py)."""
@@ -9,9 +9,9 @@ import ast
 
 import pytest
 
-from grader.flags import program_flags
-from grader.ingest import Cell, Program
-from grader.report import MAX_FLAGS, Flag, bounded
+from grader.core.ingest import Cell, Program
+from grader.core.report import MAX_FLAGS, Flag, bounded
+from grader.source.flags import program_flags
 from reference import as_submission
 
 HONEST = '''import torch

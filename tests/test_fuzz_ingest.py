@@ -1,4 +1,4 @@
-"""Fuzzing grader.ingest.load_submission: every file gives a Program or an Ungradable with a
+"""Fuzzing grader.core.ingest.load_submission: every file gives a Program or an Ungradable with a
 message for the student, never a traceback from the grader.
 
 Generated inputs: arbitrary bytes, text in odd encodings, notebook-shaped JSON with garbage in
@@ -19,8 +19,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from grader import ingest
-from grader.ingest import MAX_NOTEBOOK_BYTES, MAX_SOURCE_BYTES, Program, Ungradable, decode_text, load_submission
+from grader.core import ingest
+from grader.core.ingest import MAX_NOTEBOOK_BYTES, MAX_SOURCE_BYTES, Program, Ungradable, decode_text, load_submission
 from tests.conftest import assert_valid
 
 FUZZ = settings(max_examples=100, deadline=None)  # deadline: a busy 2-core CI box makes timings noisy

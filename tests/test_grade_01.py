@@ -7,10 +7,9 @@ mistakes every assignment names are in test_mistakes.py.
 
 from __future__ import annotations
 
-
 import pytest
 
-from grader.report import GradeReport
+from grader.core.report import GradeReport
 from reference import as_submission, module_for
 from reference.hidden.a01 import variants
 from reference.hidden.a01.mutants import SOFTMAX_BODY

@@ -8,10 +8,9 @@ test_adversarial.py.
 
 from __future__ import annotations
 
-
 import pytest
 
-from grader.report import Status
+from grader.core.report import Status
 from reference import as_submission, module_for
 from reference.hidden.a03 import variants
 from tests.conftest import assert_valid, mutant, part

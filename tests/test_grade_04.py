@@ -7,10 +7,9 @@ mistakes every assignment names are in test_mistakes.py.
 
 from __future__ import annotations
 
-
 import pytest
 
-from grader import hints
+from grader.core import hints
 from reference import as_submission, module_for
 from reference.hidden.a04 import variants
 from tests.conftest import ROOT, mutant, part

@@ -8,10 +8,9 @@ as a student pastes their own. The mistakes every assignment names are in test_m
 
 from __future__ import annotations
 
-
 import pytest
 
-from grader.report import GradeReport, Status
+from grader.core.report import GradeReport, Status
 from reference import as_submission, module_for
 from reference.hidden.a05 import variants
 from reference.hidden.a05.mutants import ENCODER_FORWARD, ENCODER_PRE_NORM

@@ -7,11 +7,10 @@ mistakes every assignment names are in test_mistakes.py).
 
 from __future__ import annotations
 
-
 import pytest
 
-from grader import hints
-from grader.report import GradeReport
+from grader.core import hints
+from grader.core.report import GradeReport
 from reference import as_submission, module_for
 from tests.conftest import ROOT, mutant, part
 

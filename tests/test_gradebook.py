@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from grader.assignment import Assignment
-from grader.export.gradebooks import canvas_gradebook, gradescope_gradebook
-from grader.gradebook import BatchResult, gradebook_csv, prune_reports, report_path, write_outputs
-from grader.class_report import load_class_data
-from grader.report import Flag, GradeReport, PartResult, Status
-from grader.students import Roster, RosterError, handed_in_name, handins
+from grader.core.assignment import Assignment
+from grader.core.report import Flag, GradeReport, PartResult, Status
+from grader.results.folder import BatchResult, gradebook_csv, prune_reports, report_path
+from grader.results.lms_gradebooks import canvas_gradebook, gradescope_gradebook
+from grader.results.outputs import write_outputs
+from grader.results.students import Roster, RosterError, handed_in_name, handins
+from grader.views.class_report import load_class_data
 from tests.conftest import ASSIGNMENT_03
 
 STUB = "def split_heads(x, h):\n    raise NotImplementedError\n"

@@ -13,8 +13,8 @@ from collections.abc import Callable
 import pytest
 import torch
 
-from grader import hints
-from grader.assignment import Assignment
+from grader.core import hints
+from grader.core.assignment import Assignment
 from reference import as_submission, module_for
 from reference.hidden.a01 import variants as variants_01
 from reference.hidden.a02 import variants as variants_02

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from grader.assignment import Assignment
-from grader.handout import notebook_is_current, render_notebook
-from grader.ingest import load_submission
+from grader.core.assignment import Assignment
+from grader.core.ingest import load_submission
+from grader.course.notebook import notebook_is_current, render_notebook
 from reference import as_submission, module_for
 
 ASSIGNMENTS = sorted(p.parent for p in (Path(__file__).resolve().parent.parent / "assignments").glob("*/assignment.toml"))

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 import reference.multihead
-from grader.ingest import Cell, Program
+from grader.core.ingest import Cell, Program
 from grader.sandbox.hung_calls import HungCalls
 from grader.sandbox.reference_timing import reference_seconds
 from tests.conftest import TEST_LIMITS, mutant, notebook_text, part

@@ -1,4 +1,4 @@
-"""grader.ingest: a .py file or a notebook becomes a Program, or an Ungradable with a reason.
+"""grader.core.ingest: a .py file or a notebook becomes a Program, or an Ungradable with a reason.
 
 Nothing here runs student code, so these tests only decode and parse small files.
 """
@@ -14,9 +14,19 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from grader import ingest
-from grader.ingest import (Cell, Program, Ungradable, decode_text, load_submission, parse_submission, read_submission,
-                           strip_magics, submission_sha256, syntax_error)
+from grader.core import ingest
+from grader.core.ingest import (
+    Cell,
+    Program,
+    Ungradable,
+    decode_text,
+    load_submission,
+    parse_submission,
+    read_submission,
+    strip_magics,
+    submission_sha256,
+    syntax_error,
+)
 from tests.conftest import bytes_read
 
 BOM = b"\xef\xbb\xbf"

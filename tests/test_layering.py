@@ -1,6 +1,7 @@
-"""The core never imports torch: reports, the class report, exports and the student's grader
-load in a fraction of a second, and the engine (api, runner, plugin, checks, sandbox, the
-suites' face) is imported only where a submission is graded."""
+"""The grader's layers, by folder: what each folder may import, that no import runs in a
+circle, and that the folders that serve the instructor and the student never import torch
+(reports, the class report, exports and the student's grader load in a fraction of a second;
+the engine, the sandbox and the suites' face are imported only where a submission is graded)."""
 
 from __future__ import annotations
 
@@ -11,33 +12,97 @@ from pathlib import Path
 
 import pytest
 
-from grader.report import GradeReport, PartResult, Status
-from grader.gradebook import report_path
+from grader.core.imports import imported_names
+from grader.core.report import GradeReport, PartResult, Status
+from grader.results.folder import report_path
 from tests.conftest import ASSIGNMENT_03, ROOT
 
-# Modules that grade, or serve what grades: the only ones that may import torch.
-ENGINE = {"api", "batch", "runner", "plugin", "checks", "suite", "suite_fixtures", "part_isolation",
-          "student_protocol", "ray_executor", "warm", "public_data"}
+PACKAGE = ROOT / "grader"
+# What each folder may import besides itself: the answer to "what may I touch here?".
+MAY_IMPORT = {
+    "core": set(),
+    "source": {"core"},
+    "results": {"core"},
+    "views": {"core", "results"},
+    "sandbox": {"core", "source"},
+    "suite": {"core", "sandbox"},
+    "engine": {"core", "source", "results", "views", "sandbox", "suite"},
+    "export": {"core", "results", "views", "engine"},
+    "student": {"core", "views", "sandbox"},  # sandbox: only its default limits, no process
+    "course": {"core", "sandbox", "suite", "student", "engine"},
+}
+TORCH_ALLOWED = {"sandbox", "suite", "engine"}  # they grade, or serve what grades
 
 
-def _modules() -> list[str]:
-    package = ROOT / "grader"
-    names = [path.relative_to(package).with_suffix("").as_posix().replace("/", ".")
-             for path in package.rglob("*.py") if path.name != "__init__.py"]
-    return sorted(name for name in names if name not in ENGINE and not name.startswith("sandbox."))
+def _folder(module: str) -> str:
+    """``grader.core.report`` -> ``core``; a top-level module (``grader.cli``) is its own folder."""
+    return module.partition(".")[2].partition(".")[0]
+
+
+def _graph() -> dict[str, set[str]]:
+    """Each grader module, with the grader modules its import statements name (inside
+    functions too): ``from grader.core import hints`` names ``grader.core.hints``."""
+    modules = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph = {}
+    for module, path in modules.items():
+        named = {name for name in imported_names(path) if name.split(".")[0] == "grader"}
+        # ``from a import b`` names a.b, which is a module or a name in a: the longest module it names.
+        graph[module] = {max((m for m in modules if name == m or name.startswith(m + ".")), key=len)
+                         for name in named} - {module, "grader"}
+    return graph
+
+
+def test_every_folder_imports_only_the_folders_below_it():
+    graph = _graph()
+    assert {path.parent.name for path in PACKAGE.glob("*/__init__.py")} == set(MAY_IMPORT)
+    against = sorted(f"{module} imports {other}" for module, others in graph.items() for other in others
+                     if _folder(module) in MAY_IMPORT and _folder(other) != _folder(module)
+                     and _folder(other) not in MAY_IMPORT[_folder(module)])
+    assert not against, against
+
+
+def test_no_import_runs_in_a_circle():
+    graph = _graph()
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    circles = []
+
+    def visit(module: str, path: list[str]) -> None:
+        state[module] = 1
+        for other in sorted(graph[module]):
+            if state.get(other) == 1:
+                circles.append(path[path.index(other):] + [other])
+            elif other not in state:
+                visit(other, path + [other])
+        state[module] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])
+    # A package's face importing its own modules is no circle: Python runs the face first.
+    circles = [c for c in circles if not any(a == b.rpartition(".")[0] for a, b in zip(c, c[1:]))]
+    assert not circles, circles
+
+
+def _torch_free_modules() -> list[str]:
+    return sorted(module for module in _graph()
+                  if module != "grader" and _folder(module) not in TORCH_ALLOWED and not module.endswith("__main__"))
+
+
+def test_every_torch_free_module_imports_without_torch():
+    modules = _torch_free_modules()
+    assert {"grader.core.report", "grader.views.class_report", "grader.export.classroom", "grader.student.grade",
+            "grader.results.folder"} <= set(modules)
+    result = _python("".join(f"import {module}\n" for module in modules))
+    assert result.returncode == 0, result.stderr[-2000:]
 
 
 def _python(code: str) -> subprocess.CompletedProcess:
     # torch set to None in sys.modules: any `import torch` raises, so a path that needs it fails.
     guarded = "import sys; sys.modules['torch'] = None\n" + code
     return subprocess.run([sys.executable, "-c", guarded], capture_output=True, text=True, cwd=ROOT, timeout=120)
-
-
-def test_every_core_module_imports_without_torch():
-    modules = _modules()
-    assert {"report", "class_report", "export.classroom", "public", "gradebook"} <= set(modules)
-    result = _python("".join(f"import grader.{module}\n" for module in modules))
-    assert result.returncode == 0, result.stderr[-2000:]
 
 
 def _results(folder: Path) -> Path:

@@ -13,9 +13,9 @@ from types import ModuleType
 
 import pytest
 
-from grader import hints
-from grader.assignment import Assignment
-from grader.course import Course
+from grader.core import hints
+from grader.core.assignment import Assignment
+from grader.course.pages import Course
 from reference import as_submission, module_for
 from tests.conftest import ROOT, assert_mistake_named, mutant, part
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from grader import public
 from grader.cli import _batch_parser, _grade_parser, _limits
-from grader.options import DEFAULT, DEFAULT_BATCH, BatchOptions, GradeOptions, OptionError
+from grader.engine.options import DEFAULT, DEFAULT_BATCH, BatchOptions, GradeOptions, OptionError
+from grader.student import grade as public
 
 
 def test_the_cli_defaults_are_the_librarys():

@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from grader.assemble import TEST_HINT_CHARS, TEST_MESSAGE_CHARS, assemble_report
-from grader.assignment import Assignment
-from grader.outcome import MalformedResult, SuiteResult, TestOutcome, Verdict
-from grader.report import Flag, Outcome, Status
-from grader.runner import ForkedRun, SuiteError
+from grader.core.assemble import TEST_HINT_CHARS, TEST_MESSAGE_CHARS, assemble_report
+from grader.core.assignment import Assignment
+from grader.core.outcome import MalformedResult, SuiteResult, TestOutcome, Verdict
+from grader.core.report import Flag, Outcome, Status
+from grader.engine.runner import ForkedRun, SuiteError
 from grader.sandbox.limits import Limits
 from tests.conftest import ASSIGNMENT_03
 

@@ -1,6 +1,6 @@
 """The public tests compare with data, never with code that computes the answer: the data files
-beside them are generated from the reference and the hidden suites' mutants (grader.public_data),
-current, and read as the tests say (grader.public_cases)."""
+beside them are generated from the reference and the hidden suites' mutants (grader.engine.public_data),
+current, and read as the tests say (grader.core.public_cases)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ import pytest
 import torch
 from safetensors.torch import load_file, save, save_file
 
-from grader.assignment import Assignment
 from grader.cli import EXIT_GRADER_ERROR, EXIT_OK, main
-from grader.public_cases import Cases, StaleData
-from grader.public_data import PublicDataError, public_data, stale_files, write_public_data
+from grader.core.assignment import Assignment
+from grader.core.public_cases import Cases, StaleData
+from grader.engine.public_data import PublicDataError, public_data, stale_files, write_public_data
 from tests.conftest import ASSIGNMENT_03, ASSIGNMENTS
 
 COURSE = sorted(path.parent for path in ASSIGNMENTS.glob("*/assignment.toml"))

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from grader.assignment import Assignment
-from grader.public import MISTAKE_PREFIX, grade_public, part_of
-from grader.report import GradeReport
+from grader.core.assignment import Assignment
+from grader.core.report import GradeReport
+from grader.student.grade import MISTAKE_PREFIX, grade_public, part_of
 from tests.conftest import mutant
 from tests.test_mistakes import ASSIGNMENTS, mutants_of, reference_submission
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from grader.batch import grade_batch, report_path
+from grader.engine.batch import grade_batch, report_path
 from tests.conftest import ASSIGNMENT_03, TEST_LIMITS
 
 pytest.importorskip("ray")

@@ -18,13 +18,13 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from grader.assignment import Assignment
 from grader.cli import EXIT_GRADER_ERROR, EXIT_OK, main
-from grader.handout import render_notebook
-from grader import public
-from grader.export import TORCH_CPU_INDEX, TORCH_VERSION
-from grader.public import OTHER_PART, grade_public, part_of
-from grader.release import ReleaseError, release, student_modules
+from grader.core.assignment import Assignment
+from grader.core.torch_wheel import TORCH_CPU_INDEX, TORCH_VERSION
+from grader.course.notebook import render_notebook
+from grader.course.release import ReleaseError, release, student_modules
+from grader.student import grade as public
+from grader.student.grade import OTHER_PART, grade_public, part_of
 from reference import as_submission
 from tests.conftest import ASSIGNMENT_03, ASSIGNMENTS, ROOT, mutant, notebook_text
 from tests.test_public_data import computations
@@ -103,7 +103,7 @@ def test_bundle_holds_the_handout_and_an_installable_student_grader(bundle):
     # The CPU wheel the course is tested with, pinned, before the grader: an unpinned torch resolves a GPU build.
     assert readme.index(f"torch=={TORCH_VERSION} --index-url {TORCH_CPU_INDEX}") < readme.index("pip install -e .")
     assert 'from grader import check check("MultiHeadAttention")' in readme
-    assert "def __getattr__" in held["grader/__init__.py"].decode() and "grader/notebook_check.py" in held
+    assert "def __getattr__" in held["grader/__init__.py"].decode() and "grader/student/notebook.py" in held
 
 
 def test_bundle_holds_no_reference_and_no_hidden_test(bundle):
@@ -129,13 +129,13 @@ def test_no_grader_module_that_locates_the_reference_is_shipped(bundle):
     needs_reference = {path.relative_to(ROOT).as_posix() for path in (ROOT / "grader").rglob("*.py")
                        if re.search(r"^\s*(from|import) reference\b|\breference_dir\b|\.hidden_suite\b",
                                     path.read_text(encoding="utf-8"), re.MULTILINE)}
-    assert "grader/api.py" in needs_reference  # the pattern finds what it is for
-    # grader/assignment.py locates the reference only when asked (see test_bundle_grader_imports_without_the_reference).
-    assert not (needs_reference - {"grader/assignment.py"}) & set(files(bundle))
+    assert "grader/engine/api.py" in needs_reference  # the pattern finds what it is for
+    # grader/core/assignment.py locates the reference only when asked (see test_bundle_grader_imports_without_the_reference).
+    assert not (needs_reference - {"grader/core/assignment.py"}) & set(files(bundle))
 
 
 # What the trusted side looks for in a submission's source, and how: never the student's to read.
-DETECTION = {"grader/evasion.py", "grader/parsed_source.py", "grader/flags.py", "grader/sandbox/hung_calls.py"}
+DETECTION = {"grader/source/evasion.py", "grader/source/parsed.py", "grader/source/flags.py", "grader/sandbox/hung_calls.py"}
 
 
 def test_bundle_holds_nothing_of_the_trusted_sides_detection(bundle):
@@ -186,7 +186,7 @@ def test_a_stale_notebook_stops_the_release(tmp_path):
 
 def fake_grader(tmp_path: Path, modules: dict[str, str]) -> Path:
     package = tmp_path / "grader"
-    for name, source in {"__init__.py": "from grader.api import grade\n", "assignment.py": "", **modules}.items():
+    for name, source in {"__init__.py": "from grader.engine.api import grade\n", "assignment.py": "", **modules}.items():
         (package / name).parent.mkdir(parents=True, exist_ok=True)
         (package / name).write_text(source)
     return package
@@ -206,21 +206,21 @@ def test_what_the_public_tests_import_of_the_grader_ships_too(tmp_path):
     package = fake_grader(tmp_path, {"public.py": "", "public_cases.py": "from grader import sanitize\n",
                                      "sanitize.py": "", "render.py": ""})
     public_test = tmp_path / "test_mha.py"
-    public_test.write_text("import torch\nfrom grader.public_cases import Cases\nfrom mha import split_heads\n")
+    public_test.write_text("import torch\nfrom grader.core.public_cases import Cases\nfrom mha import split_heads\n")
     shipped = {path.relative_to(package).as_posix() for path in student_modules(package, [public_test])}
     assert shipped == {"public.py", "public_cases.py", "sanitize.py"}
 
 
 @pytest.mark.parametrize("importer, source", [
-    ("public.py", "from grader.flags import bounded\n"),  # as grader.assemble once did, for one small helper
-    ("helper.py", "def later():\n    import grader.evasion\n"),
+    ("public.py", "from grader.source.flags import bounded\n"),  # as grader.core.assemble once did, for one small helper
+    ("helper.py", "def later():\n    import grader.source.evasion\n"),
     ("helper.py", "from grader.sandbox import hung_calls\n"),
-    ("helper.py", "from grader.parsed_source import ParsedSource\n"),
+    ("helper.py", "from grader.source.parsed import ParsedSource\n"),
 ])
 def test_a_module_that_needs_the_trusted_sides_detection_stops_the_release(tmp_path, importer, source):
     package = fake_grader(tmp_path, {
         "public.py": "from grader import helper\n", importer: source,
-        "flags.py": "from grader.evasion import constructs\n", "evasion.py": "", "parsed_source.py": "",
+        "flags.py": "from grader.source.evasion import constructs\n", "evasion.py": "", "parsed_source.py": "",
         "sandbox/__init__.py": "", "sandbox/hung_calls.py": "",
     })
     with pytest.raises(ReleaseError, match=rf"{re.escape(str(package / importer))} imports grader\.\w+.*detection"):
@@ -230,22 +230,22 @@ def test_a_module_that_needs_the_trusted_sides_detection_stops_the_release(tmp_p
 def test_a_public_test_that_imports_the_trusted_sides_detection_stops_the_release(tmp_path):
     package = fake_grader(tmp_path, {"public.py": "", "evasion.py": ""})
     public_test = tmp_path / "test_mha.py"
-    public_test.write_text("from grader.evasion import constructs\n")
-    with pytest.raises(ReleaseError, match="test_mha.py imports grader.evasion"):
+    public_test.write_text("from grader.source.evasion import constructs\n")
+    with pytest.raises(ReleaseError, match="test_mha.py imports grader.source.evasion"):
         student_modules(package, [public_test])
 
 
 @pytest.mark.parametrize("leak", [
     "from reference import as_submission",
     "import reference.hidden.a03.conftest",
-    "from grader.assignment import Assignment, reference_dir",
-    "from grader.api import grade",  # grader.api locates the reference
+    "from grader.core.assignment import Assignment, reference_dir",
+    "from grader.engine.api import grade",  # grader.engine.api locates the reference
 ])
 def test_a_module_that_needs_the_reference_stops_the_release(tmp_path, leak):
     package = fake_grader(tmp_path, {
         "public.py": "from grader import helper\n",
         "helper.py": f"def later():\n    {leak}\n",
-        "api.py": "from grader.assignment import reference_dir\n",
+        "api.py": "from grader.core.assignment import reference_dir\n",
     })
     with pytest.raises(ReleaseError, match=r"helper\.py|api\.py"):
         student_modules(package)
@@ -292,13 +292,13 @@ def test_bundle_grader_imports_without_the_reference(unpacked):
     modules = [f"grader.{path.stem}" for path in (unpacked / "grader").glob("*.py") if path.stem != "__init__"]
     imported = student_python(unpacked, "-c", f"import sys, {', '.join(modules)}; print(sorted(sys.modules))")
     assert imported.returncode == 0, imported.stderr
-    assert "grader.public" in imported.stdout and "reference" not in imported.stdout
+    assert "grader.student.grade" in imported.stdout and "reference" not in imported.stdout
     assert "'torch'" not in imported.stdout  # the student's code and torch run in pytest's process only
 
 
 @pytest.mark.slow
 def test_student_grade_of_the_stub_fails_every_public_test(unpacked):
-    result = student_python(unpacked, "-m", "grader.public", HANDOUT)
+    result = student_python(unpacked, "-m", "grader.student.grade", HANDOUT)
     assert result.returncode == 0, result.stderr
     assert re.search(r"total\s*│\s*0 / 7", result.stdout), result.stdout
     assert "not implemented" in result.stdout and HIDDEN_NOTE in result.stdout
@@ -307,7 +307,7 @@ def test_student_grade_of_the_stub_fails_every_public_test(unpacked):
 @pytest.mark.slow
 def test_student_grade_of_the_reference_passes_every_public_test(student_copy):
     (student_copy / HANDOUT / "mha.py").write_text(as_submission("multihead"), encoding="utf-8")
-    result = student_python(student_copy, "-m", "grader.public", HANDOUT, "-v")
+    result = student_python(student_copy, "-m", "grader.student.grade", HANDOUT, "-v")
     assert result.returncode == 0, result.stderr
     for part, score in (("split_heads", "3 / 3"), ("combine_heads", "1 / 1"), ("MultiHeadAttention", "3 / 3"),
                         ("total", "7 / 7")):
@@ -319,7 +319,7 @@ def test_student_grade_of_the_reference_passes_every_public_test(student_copy):
 def test_student_grade_tests_the_notebook_when_it_holds_the_work(student_copy):
     # The stub mha.py stays in the folder the tests run from: the notebook must still be what they import.
     (student_copy / HANDOUT / "mha.ipynb").write_text(notebook_text(as_submission("multihead")), encoding="utf-8")
-    result = student_python(student_copy, "-m", "grader.public", HANDOUT)
+    result = student_python(student_copy, "-m", "grader.student.grade", HANDOUT)
     assert result.returncode == 0, result.stderr
     assert "mha.ipynb" in result.stdout and re.search(r"total\s*│\s*7 / 7", result.stdout), result.stdout
 

@@ -11,9 +11,9 @@ from importlib import resources
 import jsonschema
 import pytest
 
-from grader.gradebook import load_current_report, read_report
-from grader.report import SCHEMA_VERSION, Flag, GradeReport, PartResult, SchemaTooNewError, bounded, load_schema
-from grader.report import TestResult as Result
+from grader.core.report import SCHEMA_VERSION, Flag, GradeReport, PartResult, SchemaTooNewError, bounded, load_schema
+from grader.core.report import TestResult as Result
+from grader.results.folder import load_current_report, read_report
 from tests.conftest import assert_valid
 
 
@@ -145,7 +145,7 @@ def test_batch_grading_regrades_a_version_1_report_but_can_read_it(tmp_path):
 def test_the_terminal_view_counts_the_flags_in_one_line():
     from rich.console import Console
 
-    from grader.render import render_report
+    from grader.views.terminal import render_report
 
     def shown(flags) -> str:
         console = Console(width=120, record=True)
@@ -161,7 +161,7 @@ def test_the_terminal_view_counts_the_flags_in_one_line():
 def test_the_terminal_view_shows_both_hints_of_a_part_headline_first():
     from rich.console import Console
 
-    from grader.render import render_report
+    from grader.views.terminal import render_report
 
     console = Console(width=160, record=True)
     two = PartResult("MultiHeadAttention", 2.0, 12.0, "fix split_heads first (it fails its own tests)", [],

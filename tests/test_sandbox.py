@@ -15,10 +15,16 @@ import pytest
 import torch
 
 import reference
-from grader.ingest import Cell, Program
-from grader.sandbox import cgroups, isolation, landlock, namespaces, seccomp
-from grader.sandbox.errors import (SOURCE_LINE_CHARS, StudentCrashed, StudentException, StudentNotFound,
-                                   StudentTimeout, with_source_lines)
+from grader.core.ingest import Cell, Program
+from grader.sandbox import cgroups, isolation, landlock, namespaces
+from grader.sandbox.errors import (
+    SOURCE_LINE_CHARS,
+    StudentCrashed,
+    StudentException,
+    StudentNotFound,
+    StudentTimeout,
+    with_source_lines,
+)
 from grader.sandbox.limits import Limits
 from grader.sandbox.session import StudentSession
 from grader.sandbox.workspace import Workspace

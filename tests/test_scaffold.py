@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.scaffold import ScaffoldError, new_assignment
+from grader.course.scaffold import ScaffoldError, new_assignment
 from tests.conftest import ROOT
 
 # What the course-wide tests need of the repository, less the assignments.

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from grader import hints
-from grader.checks import CheckFailed
-from grader.plugin import classify
-from grader.report import TestResult as Result
+from grader.core import hints
+from grader.core.report import TestResult as Result
+from grader.core.scoring import fix_first, part_hints, score_parts
+from grader.engine.plugin import classify
 from grader.sandbox.errors import StudentException, StudentTimeout
-from grader.scoring import fix_first, part_hints, score_parts
+from grader.suite.checks import CheckFailed
 
 
 def result(outcome: str, hint: str | None, points: float = 1.0) -> Result:

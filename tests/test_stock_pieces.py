@@ -4,15 +4,15 @@ Tutorial-style submissions (an ``nn.Sequential`` feed-forward network, ``nn.Lazy
 layers, a d2l-style encoder layer with its feed-forward network inline) graded end to end.
 A layer wired as the contract says keeps its points when its FeedForward's parameters have
 other names: a stock FeedForward holding the reference's weights takes its place
-(``grader.part_isolation.new_graded_like``), and FeedForward's names cost points there.
+(``grader.suite.part_isolation.new_graded_like``), and FeedForward's names cost points there.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from grader.part_isolation import STOCK_REPLACED
-from grader.report import Status
+from grader.core.report import Status
+from grader.suite.part_isolation import STOCK_REPLACED
 from reference import as_submission, module_for
 from reference.hidden.a05 import variants
 from tests.conftest import ROOT, mutant, part

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from grader import cells
-from grader.api import grade
-from grader.assignment import AssignmentError
-from grader.ingest import load_submission
-from grader.notebook_check import check_namespace, find_assignment
-from grader.public import grade_public
+from grader.core import cells
+from grader.core.assignment import AssignmentError
+from grader.core.ingest import load_submission
+from grader.engine.api import grade
 from grader.sandbox.limits import Limits
+from grader.student.grade import grade_public
+from grader.student.notebook import check_namespace, find_assignment
 from reference import as_submission
 from tests.conftest import ASSIGNMENT_03, TEST_LIMITS, descendants, mutant, notebook_text
 

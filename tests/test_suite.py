@@ -12,8 +12,9 @@ import pytest
 import torch
 from pytest_jsonreport.plugin import JSONReport
 
-from grader import hints, suite
-from grader.plugin import GradingPlugin
+from grader import suite
+from grader.core import hints
+from grader.engine.plugin import GradingPlugin
 from grader.sandbox.session import RemoteObject, StudentSession
 from grader.suite import (
     Backward,

@@ -10,9 +10,9 @@ with what common mistakes output on them (test_attention.safetensors, beside thi
 """
 
 import torch
-
 from attention import SelfAttention, attention_scores, scaled_dot_product_attention, softmax
-from grader.public_cases import Cases
+
+from grader.core.public_cases import Cases
 
 CASES = Cases(__file__)
 

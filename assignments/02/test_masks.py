@@ -11,9 +11,9 @@ with what common mistakes output on them (test_masks.safetensors, beside this fi
 
 import pytest
 import torch
-
-from grader.public_cases import Cases
 from masks import CausalSelfAttention, causal_mask, dropout, padding_mask
+
+from grader.core.public_cases import Cases
 
 CASES = Cases(__file__)
 

@@ -11,9 +11,9 @@ with what common mistakes output on them (test_mha.safetensors, beside this file
 
 import pytest
 import torch
-
-from grader.public_cases import Cases
 from mha import MultiHeadAttention, combine_heads, split_heads
+
+from grader.core.public_cases import Cases
 
 CASES = Cases(__file__)
 

@@ -11,9 +11,9 @@ with what common mistakes output on them (test_positions.safetensors, beside thi
 
 import pytest
 import torch
-
-from grader.public_cases import Cases
 from positions import PositionalEncoding, TokenEmbedding, sinusoidal_encoding
+
+from grader.core.public_cases import Cases
 
 CASES = Cases(__file__)
 

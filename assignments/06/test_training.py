@@ -12,9 +12,9 @@ with what common mistakes output on them (test_training.safetensors, beside this
 import pytest
 import torch
 from torch import nn
-
-from grader.public_cases import Cases
 from training import greedy_decode, teacher_forcing_split, train_step, translation_loss
+
+from grader.core.public_cases import Cases
 
 CASES = Cases(__file__)
 

@@ -11,9 +11,9 @@ with what common mistakes output on them (test_gpt.safetensors, beside this file
 
 import pytest
 import torch
-
 from gpt import GPT, MLP, Block, Head, MultiHead, generate
-from grader.public_cases import Cases
+
+from grader.core.public_cases import Cases
 
 D_MODEL, HEADS, CONTEXT, VOCAB = 16, 2, 8, 11
 CASES = Cases(__file__)

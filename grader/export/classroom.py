@@ -19,8 +19,8 @@ import os
 import sys
 from pathlib import Path
 
-from grader.export.feedback import counts, grader_failed, part_feedback, part_passed, part_score, summary
-from grader.report import GradeReport, PartResult
+from grader.core.report import GradeReport, PartResult
+from grader.core.report_words import counts, grader_failed, part_feedback, part_passed, part_score, summary
 
 RESULT_VERSION = 1
 

@@ -15,9 +15,10 @@ import shlex
 from pathlib import Path, PurePosixPath
 from string import Template
 
-from grader.assignment import Assignment
-from grader.export import TORCH_CPU_INDEX, TORCH_VERSION, ExportError
-from grader.report import write_atomic
+from grader.core.assignment import Assignment
+from grader.core.report import write_atomic
+from grader.core.torch_wheel import TORCH_CPU_INDEX, TORCH_VERSION
+from grader.export import ExportError
 
 DEFAULT_OUT = ".github/workflows/classroom.yml"
 DEFAULT_GRADER_SOURCE = ("git+https://x-access-token:${{ secrets.GRADER_TOKEN }}"

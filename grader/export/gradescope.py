@@ -24,12 +24,12 @@ import traceback
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from grader.assignment import Assignment
-from grader.submissions import discover
-from grader.export.feedback import grader_failed, part_feedback, part_passed, part_score, summary
+from grader.core.assignment import Assignment
+from grader.core.report import GradeReport, write_json
+from grader.core.report_words import grader_failed, part_feedback, part_passed, part_score, summary
+from grader.core.sanitize import each_string, for_terminal
 from grader.export.gradescope_metadata import is_late
-from grader.report import GradeReport, write_json
-from grader.sanitize import each_string, for_terminal
+from grader.results.submissions import discover
 
 RESULTS = Path("results/results.json")  # under the autograder root
 SUBMISSION_SUFFIXES = (".py", ".ipynb")
@@ -108,7 +108,7 @@ def results_for(root: Path, assignment_dir: Path, visibility: Visibility = Visib
         handed_in = ", ".join(str(path) for path in discover(folder))
         return failure_results(f"No submission to grade: upload {assignment.module} or {assignment.notebook}"
                                f" (handed in: {handed_in or 'nothing'}).", visibility)
-    from grader.api import grade  # the engine: `grade export gradescope` builds the zip without it
+    from grader.engine.api import grade  # the engine: `grade export gradescope` builds the zip without it
 
     report = replace(grade(assignment, submission), late=is_late(root))
     return to_gradescope(report, visibility)

@@ -15,17 +15,18 @@ import shlex
 from collections.abc import Iterator
 from pathlib import Path
 
-from grader.archive import EXECUTABLE, REGULAR, write_zip
-from grader.assignment import Assignment, reference_dir
-from grader.export import TORCH_CPU_INDEX, TORCH_VERSION, ExportError
-from grader.export.feedback import grader_failed
+from grader.core.archive import EXECUTABLE, REGULAR, write_zip
+from grader.core.assignment import Assignment, reference_dir
+from grader.core.imports import imported_names, module_files
+from grader.core.report_words import grader_failed
+from grader.core.torch_wheel import TORCH_CPU_INDEX, TORCH_VERSION
+from grader.export import ExportError
 from grader.export.gradescope import RESULTS, Visibility, failure_results
-from grader.imports import imported_names, module_files
 
 GRADER_DIR = Path(__file__).resolve().parents[1]
 PROJECT_FILES = ("pyproject.toml", "README.md")
 # The reference package's files every hidden suite runs with: the packages' own, and the
-# pytest configuration the grader runs suites under (grader.runner).
+# pytest configuration the grader runs suites under (grader.engine.runner).
 REFERENCE_SHARED = ("__init__.py", "hidden/__init__.py", "hidden/pytest.ini")
 
 

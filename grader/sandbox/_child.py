@@ -29,8 +29,8 @@ import torch
 import torch.utils._pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from grader.cells import loading_submission
-from grader.ingest import MAX_SOURCE_BYTES, Program
+from grader.core.cells import loading_submission
+from grader.core.ingest import MAX_SOURCE_BYTES, Program
 from grader.sandbox import landlock, namespaces, protocol, seccomp
 from grader.sandbox.isolation import Isolation
 from grader.sandbox.limits import Limits, die_with_parent

@@ -21,14 +21,14 @@ from typing import Any
 
 import torch
 
-from grader import cells
-from grader.ingest import Program
+from grader.core import cells
+from grader.core.ingest import Program
+from grader.core.sanitize import clean
 from grader.sandbox import protocol
 from grader.sandbox.errors import StudentCrashed, StudentTimeout, reported_type_name
 from grader.sandbox.limits import Limits, format_bytes
 from grader.sandbox.protocol import Deadline, PeerClosed, ProtocolError, Status
 from grader.sandbox.zygote import Child, Zygote, ZygoteGone
-from grader.sanitize import clean
 
 ZYGOTE_KILLED = ("your code killed the grader's process that starts it, so no further tests could run "
                  "(do not signal other processes)")

@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from grader.ingest import Program
-from grader.sanitize import clean
+from grader.core.ingest import Program
+from grader.core.sanitize import clean
 
 # Bounds on what is copied from the child into a report.
 TYPE_NAME_CHARS, MESSAGE_CHARS, TRACEBACK_CHARS = 100, 2000, 4000

@@ -6,7 +6,7 @@ timed out, later calls of it get a shorter limit; so do calls of what may run it
 hold the hang (a ``MultiHeadAttention`` whose forward calls a hung ``split_heads``, and
 ``split_heads`` once that forward hung): any function or class whose code reads its name,
 or whose name its code reads, directly or not. Which names a definition reads is parsed
-here (:mod:`grader.parsed_source`), never asked of the student's process.
+here (:mod:`grader.source.parsed`), never asked of the student's process.
 
 The shorter limit is derived from the reference's own time for the same call on the grading
 device (:mod:`grader.sandbox.reference_timing`): ``Limits.hung_call_slowdown`` times it, so
@@ -21,9 +21,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import cached_property
 
-from grader.ingest import Program
-from grader.parsed_source import ParsedSource
+from grader.core.ingest import Program
 from grader.sandbox.limits import Limits
+from grader.source.parsed import ParsedSource
 
 
 class HungCalls:

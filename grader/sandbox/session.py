@@ -20,11 +20,11 @@ from typing import Any
 
 import torch
 
-from grader.ingest import Program
-from grader.report import Flag
+from grader.core.ingest import Program
+from grader.core.report import Flag
+from grader.core.sanitize import clean
 from grader.sandbox import protocol
 from grader.sandbox.child_process import ChildProcess
-from grader.sandbox.hung_calls import HungCalls
 from grader.sandbox.errors import (
     MESSAGE_CHARS,
     TRACEBACK_CHARS,
@@ -36,11 +36,11 @@ from grader.sandbox.errors import (
     reported_type_name,
     with_source_lines,
 )
+from grader.sandbox.hung_calls import HungCalls
 from grader.sandbox.limits import Limits
 from grader.sandbox.protocol import Handle, Status
 from grader.sandbox.reference_timing import Construction, reference_seconds
 from grader.sandbox.zygote import Zygote
-from grader.sanitize import clean
 
 # A call whose operators may have run without the recording (the report's flag kind).
 UNRECORDED_OPERATORS = "unrecorded-operators"

@@ -1,5 +1,5 @@
-"""Hidden suites, one package per assignment (``aNN``), run by ``grader.runner``.
+"""Hidden suites, one package per assignment (``aNN``), run by ``grader.engine.runner``.
 
 Tests reach student code only through the ``student`` fixture and compare it with
-``reference`` using :mod:`grader.checks`. They never run in the student's process.
+``reference`` using :mod:`grader.suite.checks`. They never run in the student's process.
 """

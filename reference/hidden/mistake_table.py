@@ -14,7 +14,7 @@ import importlib
 import tomllib
 from pathlib import Path
 
-from grader import hints
+from grader.core import hints
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "mistakes.md"

@@ -76,7 +76,7 @@ def multi_head_attention(
 
 
 def mistakes(params, query, key, value, num_heads, mask=None) -> dict:
-    """Hint -> lazily computed output of that mistake, for ``grader.checks.expect_close``."""
+    """Hint -> lazily computed output of that mistake, for ``grader.suite.checks.expect_close``."""
     def variant(**change):
         return lambda: multi_head_attention(params, query, key, value, num_heads, mask, **change)
 

@@ -76,7 +76,7 @@ def sinusoidal_encoding(
 
 
 def encoding_mistakes(max_len: int, d_model: int) -> dict:
-    """Hint -> lazily computed table of that mistake, for ``grader.checks.expect_close``."""
+    """Hint -> lazily computed table of that mistake, for ``grader.suite.checks.expect_close``."""
     def variant(**change):
         return lambda: sinusoidal_encoding(max_len, d_model, **change)
 

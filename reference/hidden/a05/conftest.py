@@ -4,7 +4,7 @@ Small dimensions keep the suite fast: d_model=16, 2 heads, d_ff=32, 2 encoder an
 decoder layers. Every LayerNorm of a reference module gets random weights and biases, so
 norm1, norm2 and norm3 differ and each wiring mistake changes the output visibly.
 
-Part isolation (``grader.part_isolation``, docs/writing-an-assignment.md): a layer is
+Part isolation (``grader.suite.part_isolation``, docs/writing-an-assignment.md): a layer is
 checked against the contract's wiring computed with the student's own attention and
 feed-forward modules as black boxes (``black_box(layer.attr("self_attn"), reference.self_attn)``
 is callable, and each of its results has the reference piece's shape), and the

@@ -16,10 +16,10 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-# The notes that part isolation adds to these hints (tests/test_grade_05.py names them).
-from grader.suite import PIECE_RAISES, describe_piece as piece  # noqa: F401
 from grader.suite import FUTURE_VISIBLE as _future_visible
 
+# The notes that part isolation adds to these hints (tests/test_grade_05.py names them).
+from grader.suite import PIECE_RAISES  # noqa: F401
 from reference.masks import causal_mask, padding_mask
 
 # ---- FeedForward ---------------------------------------------------------------------
@@ -144,7 +144,7 @@ def decoder_layer(
 
 
 def encoder_mistakes(x: torch.Tensor, src_mask: torch.Tensor | None, modules: dict) -> dict:
-    """Hint -> lazily computed output of that mistake, for ``grader.checks.expect_close``."""
+    """Hint -> lazily computed output of that mistake, for ``grader.suite.checks.expect_close``."""
     def variant(*modes):
         return lambda: encoder_layer(x, src_mask, **modules, modes=modes)
 

@@ -14,10 +14,9 @@ whose defaults equal ``reference.training`` (``tests/test_variants_06.py`` check
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from functools import partial
-
-import math
 
 import torch
 from torch import nn
@@ -175,7 +174,7 @@ SMOOTHING_MISTAKES = {
 
 
 def loss_mistakes(logits, labels, pad_idx, label_smoothing=0.0) -> dict:
-    """Hint -> lazily computed loss of that mistake, for ``grader.checks.expect_close``."""
+    """Hint -> lazily computed loss of that mistake, for ``grader.suite.checks.expect_close``."""
     table = dict(LOSS_MISTAKES)
     if label_smoothing == HARDCODED_SMOOTHING:
         del table[SMOOTHING_HARDCODED]  # it gives the right loss here

@@ -4,7 +4,7 @@ Small dimensions keep the suite fast: d_model=16, 2 heads of 8, context 8, a voc
 11, 2 blocks. Every LayerNorm of a reference module gets random weights and biases, so
 ln1, ln2 and ln_f differ and each wiring mistake changes the output visibly.
 
-Part isolation (``grader.part_isolation``): MultiHead is checked against ``proj(cat(heads))``
+Part isolation (``grader.suite.part_isolation``): MultiHead is checked against ``proj(cat(heads))``
 of the student's own heads, Block against pre-norm wiring of its own attn and mlp, GPT
 against the contract's wiring of its own blocks, each called as a black box. A piece whose
 parameter names are not the contract's (an ``nn.Sequential`` MLP, Karpathy's ``sa`` and

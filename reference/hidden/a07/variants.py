@@ -8,7 +8,7 @@ module constant: docs/mistakes.md lists them (python -m reference.hidden.mistake
 import torch
 import torch.nn.functional as F
 
-# Shared with 01-03, worded once (grader.hints); "scaled by d_model" is the input width here.
+# Shared with 01-03, worded once (grader.core.hints); "scaled by d_model" is the input width here.
 from grader.suite import FUTURE_VISIBLE, MASK_FILL_NOT_NEGATIVE, SCALE_BY_INPUT_WIDTH
 
 # ---- Head, MultiHead, MLP, Block, GPT ------------------------------------------------------

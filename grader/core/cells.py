@@ -1,0 +1,190 @@
+"""Loading a submission cell by cell, as the grader does it: the rules, their words, and the
+student grader's way of applying them.
+
+The grader runs a submission's cells (a module is one cell) in its sandboxed child, and the
+parent enforces the time limits by killing that child (:mod:`grader.sandbox.child_process`).
+The student's grader (:mod:`grader.student.grade`) cannot: its public tests import the assignment's
+module in a pytest process, so the module it writes for them (:func:`write_loader`) runs the
+cells with :func:`run_cells`, here, an alarm bounding each. Both run the cells that
+:func:`grader.core.ingest.load_submission` keeps, in order; go on after a cell that raises; skip a
+cell that runs past its time limit; stop when loading runs past its total; and say so in the
+same words (the functions below), so that the two graders load a notebook alike.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import signal
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import NoReturn
+
+from grader.core.ingest import Program
+from grader.core.sanitize import clean
+
+SPEC, NOTES, OUTPUT = "cells.json", "cells-notes.json", "cells-output.txt"  # beside the loader module
+MESSAGE_CHARS = 300
+OUTPUT_CHARS = 20_000
+
+
+def where(kind: str, label: str) -> str:
+    """How a note names the cell: "cell 4" in a notebook, "your module (mha.py)" otherwise."""
+    return label if kind == "notebook" else f"your module ({label})"
+
+
+def raised(where_: str, type_name: str, message: str) -> str:
+    return f"{where_} raised {type_name}: {message}"
+
+
+def ran_past(cell_timeout_s: float) -> str:
+    return f"ran past the time limit of {cell_timeout_s:g} s"
+
+
+def took_too_long(load_timeout_s: float) -> str:
+    return f"loading your code took longer than {load_timeout_s:g} s in total"
+
+
+def skipped(where_: str, why: str) -> str:
+    return f"{where_} {why}; it was skipped"
+
+
+def not_run_after(where_: str, why: str) -> str:
+    return f"{where_} and the cells after it were not run: {why}"
+
+
+# ---- the student grader's loader -------------------------------------------------------
+
+_LOADER = '''"""Written by the student grader: runs your {kind}'s cells as the grader does (grader.core.cells)."""
+from grader.core.cells import run_cells
+
+run_cells(globals(), __file__)
+'''
+
+
+class NotDefined(Exception):
+    """What calling a name the submission does not define raises, in the student grader."""
+
+
+def write_loader(program: Program, directory: Path, module: str, names: tuple[str, ...], cell_timeout_s: float,
+                 load_timeout_s: float) -> Path:
+    """Write ``directory/module``: a module that, imported, runs ``program``'s cells into itself.
+    Each of ``names`` the cells leave undefined is a stand-in that raises :class:`NotDefined`, so
+    that the module imports and only the parts that need it fail, as in the grader."""
+    spec = {"kind": program.kind, "cells": [[cell.label, cell.source] for cell in program.cells],
+            "names": list(names), "cell_timeout_s": cell_timeout_s, "load_timeout_s": load_timeout_s}
+    (directory / SPEC).write_text(json.dumps(spec), encoding="utf-8")
+    path = directory / module
+    path.write_text(_LOADER.format(kind=program.kind), encoding="utf-8")
+    return path
+
+
+class _CellTimedOut(BaseException):
+    """Raised by the alarm into the running cell; a BaseException, so `except Exception` in the
+    cell does not swallow it."""
+
+
+def run_cells(namespace: dict, loader_file: str) -> None:
+    """Run the cells of the spec beside ``loader_file`` into ``namespace``; write the notes and
+    what the cells printed beside it."""
+    folder = Path(loader_file).parent
+    spec = json.loads((folder / SPEC).read_text(encoding="utf-8"))
+    kind, cell_timeout_s, load_timeout_s = spec["kind"], spec["cell_timeout_s"], spec["load_timeout_s"]
+    notes: list[str] = []
+    printed = io.StringIO()
+    started = time.monotonic()
+    # A notebook runs as __main__, as in Jupyter and in the grader; a module is imported.
+    own_name = namespace.get("__name__")
+    if kind == "notebook":
+        namespace["__name__"] = "__main__"
+    try:
+        with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed), loading_submission():
+            for label, source in spec["cells"]:
+                here, left = where(kind, label), load_timeout_s - (time.monotonic() - started)
+                failure = _run_cell(namespace, label, source, min(cell_timeout_s, left)) if left > 0 else _TIMED_OUT
+                if failure is _TIMED_OUT and cell_timeout_s < left:
+                    notes.append(skipped(here, ran_past(cell_timeout_s)))
+                elif failure is _TIMED_OUT:
+                    notes.append(not_run_after(here, took_too_long(load_timeout_s)))
+                    break
+                elif failure:
+                    notes.append(raised(here, *failure))
+    finally:
+        namespace["__name__"] = own_name
+        for name in spec["names"]:
+            namespace.setdefault(name, not_defined(name))
+        (folder / NOTES).write_text(json.dumps(notes), encoding="utf-8")
+        (folder / OUTPUT).write_text(printed.getvalue()[-OUTPUT_CHARS:], encoding="utf-8")
+
+
+_loading = False  # a grader is running a submission's cells in this process
+
+
+@contextlib.contextmanager
+def loading_submission() -> Iterator[None]:
+    """While a grader runs a submission's cells (this module's loader, or the real grader's
+    child): the notebook's ``check()`` cells do nothing (see :func:`grader.student.check_function`)."""
+    global _loading
+    was, _loading = _loading, True
+    try:
+        yield
+    finally:
+        _loading = was
+
+
+def loading() -> bool:
+    """Whether a grader is running a submission's cells in this process."""
+    return _loading
+
+
+def not_defined(name: str) -> Callable[..., NoReturn]:
+    """A stand-in for a name the submission does not define: calling it says so."""
+    def stand_in(*args, **kwargs):
+        raise NotDefined(f"not found: your submission does not define `{name}`")
+
+    return stand_in
+
+
+_TIMED_OUT = ("timed out",)
+
+
+def _run_cell(namespace: dict, label: str, source: str, limit_s: float) -> tuple[str, ...] | None:
+    """Run one cell for at most ``limit_s``: None when it ran to its end, else _TIMED_OUT or
+    the (type name, message) of what it raised."""
+    def alarm(signum, frame):
+        raise _CellTimedOut
+
+    try:
+        previous = signal.signal(signal.SIGALRM, alarm)
+    except ValueError:  # not the main thread: no alarm can be set, so no time limit
+        previous = None
+    if previous is not None:
+        # Then again every second: a cell that catches the first (a bare `except:`) gets another.
+        signal.setitimer(signal.ITIMER_REAL, limit_s, 1.0)
+    try:
+        exec(compile(source, label, "exec"), namespace)
+    except _CellTimedOut:
+        return _TIMED_OUT
+    except BaseException as exc:  # noqa: BLE001 - SystemExit and KeyboardInterrupt end a cell too, as in the grader
+        message = f"sys.exit({exc.code!r}) was called" if isinstance(exc, SystemExit) else str(exc)
+        return type(exc).__name__, clean(message, MESSAGE_CHARS)
+    finally:
+        if previous is not None:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+    return None
+
+
+def loading_result(directory: Path) -> tuple[list[str], str]:
+    """The notes and the output :func:`run_cells` left in ``directory`` (none if it never ran)."""
+    try:
+        notes = json.loads((directory / NOTES).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        notes = []
+    try:
+        output = (directory / OUTPUT).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        output = ""
+    return [str(note) for note in notes], output

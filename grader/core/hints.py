@@ -1,0 +1,102 @@
+"""Hints for exceptions the student's code raises: what the error message usually means."""
+
+from __future__ import annotations
+
+import re
+
+NOT_IMPLEMENTED = "not implemented: the stub still raises NotImplementedError"
+NOT_FOUND = "not found: the submission does not define it"
+
+# Attention mistakes that several assignments grade (01's attention, 02's CausalSelfAttention,
+# 03's MultiHeadAttention): one wording wherever they can occur. Suites take them from grader.suite.
+SCALE_BY_LENGTH = "scores scaled by sqrt(T), the sequence length: divide by sqrt(d_k), the width of q and k"
+SCALE_BY_INPUT_WIDTH = ("scores scaled by the input width (C ** -0.5 with C = d_in, the last dimension of x): "
+                        "divide by sqrt(d_k), the width of q and k")
+MASK_FILL_NOT_NEGATIVE = ("masked scores filled with a value that is not very negative (0 or 1e-15): the masked "
+                          "positions keep weight after the softmax; fill them with float('-inf') (or -1e9)")
+FUTURE_VISIBLE = ("mask the scores of every key later than its query before the softmax (a causal mask, True on "
+                  "and below the diagonal, cropped to the input's length)")
+
+# What a value that is not the tensor a part returns says about the code (grader.suite.checks.expect_tensor).
+RETURNS_NONE = "the function returns None: return the result (a missing return statement?)"
+RETURNS_SEVERAL = ("return one tensor, not a tuple: the contract returns a single tensor here; drop the extra "
+                   "values (such as the attention weights nn.MultiheadAttention also returns)")
+
+# (pattern in "Type: message", hint), first match wins.
+_EXCEPTION_HINTS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(pattern, re.IGNORECASE), hint)
+    for pattern, hint in (
+        (r"view size is not compatible with input tensor's size and stride",
+         "missing .contiguous() before .view() after a transpose (or use .reshape())"),
+        (r"Missing key\(s\) in state_dict|Unexpected key\(s\) in state_dict",
+         "submodule or parameter names differ from the contract (see the assignment's table)"),
+        (r"size mismatch for",
+         "a parameter has the wrong shape; check the nn.Linear sizes against the contract"),
+        (r"Expected all tensors to be on the same device",
+         "a tensor is created on a fixed device; create it on the input's device"),
+        (r"mat1 and mat2 shapes cannot be multiplied|shape '\[.*\]' is invalid for input",
+         "the shapes going into a matmul or view are wrong; print them against the docstring"),
+        (r"bitwise_not.*not implemented for '(Float|Double|Half)'",
+         "masks must be bool tensors (True = may attend); ~ works on bool, not on floats"),
+        (r"Expected target size|Expected input batch_size .* to match target batch_size",
+         "reshape logits to (B*T, V) and labels to (B*T,) before cross_entropy"),
+        (r"batch[12] must be a 3D tensor",
+         "torch.bmm takes 3-D tensors only: with heads, (B, H, T, d_k), use torch.matmul or @, which "
+         "broadcast over the leading dimensions"),
+        (r"The size of tensor a \(\d+\) must match the size of tensor b \(\d+\) at non-singleton dimension",
+         "two tensors' shapes do not line up: x.T on a batched (B, T, d) tensor reverses every dimension (use "
+         "x.transpose(-2, -1)), and sequence-first code swaps batch and time (the contract is batch-first, "
+         "(B, T, ...): slice time with tgt[:, :-1], not tgt[:-1, :])"),
+        (r"^ValueError: (not enough|too many) values to unpack",
+         "a shape unpacked into the wrong number of names (B, H, T, d_k = x.shape on a 3-D (B, T, d) tensor): "
+         "unpack as many as the docstring's shape has, or index x.size(-1)"),
+        (r"^TypeError: .*got an unexpected keyword argument",
+         "the grader passes this argument by its name in the contract: name your parameters as the "
+         "assignment's table does (a tutorial's valid_lens or attn_mask is the contract's mask)"),
+        (r"^AssertionError",
+         "bad arguments must raise ValueError with a message, not fail an assert"),
+    )
+)
+
+
+# Habits read from the lines of code an exception passed through (the grader's own copy of
+# them, grader.sandbox.errors.with_source_lines), with the exceptions they cause.
+_HABIT_HINTS: tuple[tuple[re.Pattern[str], re.Pattern[str], str], ...] = (
+    # d2l.ai's masked_softmax(X, valid_lens) and sequence_mask take lengths, one per row; handed
+    # the contract's bool mask, they fail on the shapes.
+    (re.compile(r"\bvalid_lens?\b"),
+     re.compile(r"^(RuntimeError|IndexError): .*(size|shape)", re.IGNORECASE),
+     "the mask is a bool tensor (True = may attend), broadcastable to the scores' shape, not valid lengths "
+     "(d2l's masked_softmax(X, valid_lens)): apply it with scores.masked_fill(~mask, float('-inf'))"),
+)
+
+
+def hint_for_exception(type_name: str, message: str, traceback: str = "") -> str | None:
+    """What an exception usually means, from its type and message and the student's lines of
+    code it passed through."""
+    text = f"{type_name}: {message}"
+    habit = next((hint for code, error, hint in _HABIT_HINTS if code.search(traceback) and error.search(text)), None)
+    return habit or next((hint for pattern, hint in _EXCEPTION_HINTS if pattern.search(text)), None)
+
+
+def exception_hints() -> list[tuple[str, str]]:
+    """(pattern, hint) pairs, for documentation."""
+    return ([(code.pattern, hint) for code, _, hint in _HABIT_HINTS]
+            + [(pattern.pattern, hint) for pattern, hint in _EXCEPTION_HINTS])
+
+
+def stub_owner(stub_message: str) -> str | None:
+    """The part whose stub raised NotImplementedError with this message: stubs say whose they
+    are ("MultiHeadAttention: from assignment 03: paste ...", "MultiHeadAttention.forward: ...").
+    None when the message names none."""
+    owner = stub_message.partition(":")[0].split(".")[0].strip()
+    return owner if owner.isidentifier() else None
+
+
+def another_parts_stub(stub_message: str, part: str) -> str | None:
+    """The hint for a test of ``part`` whose code raised a stub's NotImplementedError, when the
+    stub is another part's. None when it is the part's own (or says no name): then NOT_IMPLEMENTED."""
+    owner = stub_owner(stub_message)
+    if owner and part and owner != part:
+        return f"{part} uses your {owner}, which is still a stub ({stub_message.partition(':')[2].strip()})"
+    return None

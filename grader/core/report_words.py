@@ -1,0 +1,79 @@
+"""What a student reads about a report on a course platform, as plain text.
+
+Both exports use it, so Gradescope and GitHub Classroom say the same thing. A report that
+is not ``graded`` scores 0 there: its parts' scores, if any, do not stand.
+"""
+
+from __future__ import annotations
+
+from grader.core.report import GradeReport, Outcome, PartResult, Status
+
+
+def counts(report: GradeReport) -> bool:
+    """Whether the report's scores stand (ungradable and grader_error reports score 0)."""
+    return report.status == Status.GRADED
+
+
+def part_score(report: GradeReport, part: PartResult) -> float:
+    return part.score if counts(report) else 0.0
+
+
+def part_passed(report: GradeReport, part: PartResult) -> bool:
+    return counts(report) and part.score >= part.max_score
+
+
+def grader_failed(detail: str) -> str:
+    return (f"The grader failed on this submission: {detail}\n"
+            "This is not your fault: please tell the course staff, who can regrade it.")
+
+
+def summary(report: GradeReport) -> str:
+    """The score, or why there is none, whether the submission is late (when known), and what
+    happened while loading it."""
+    if report.status == Status.UNGRADABLE:
+        lines = [f"Your submission could not be graded: {report.error}"]
+    elif report.status == Status.GRADER_ERROR:
+        lines = [grader_failed(report.error or "unknown error")]
+    else:
+        lines = [f"Score: {report.score:g} / {report.max_score:g}"]
+    if report.late:
+        lines.append("Late: this submission was handed in after the due date.")
+    lines += [f"Note: {note}" for note in report.notes]
+    return "\n".join(lines)
+
+
+def part_feedback(report: GradeReport, part: PartResult) -> str:
+    """The part's hint, then each failing check and its message; empty for a full score."""
+    if not counts(report):
+        return report.error or ""  # every check would only repeat it as "not run"
+    if part_passed(report, part):
+        return ""
+    lines = [f"Probably wrong: {part.hint}"] if part.hint else []
+    lines += [f"- {test.name} ({test.outcome}, {test.score:g} / {test.max_score:g}): {test.message}"
+              for test in part.tests if test.outcome != Outcome.PASSED]
+    return "\n".join(lines)
+
+
+def part_problem(part: PartResult) -> str:
+    """What is probably wrong: the part's hints, the headline first, one a line (the second
+    after "also: "), else its first failure."""
+    if part.score >= part.max_score:
+        return ""
+    shown = part.hints or [part.hint] * bool(part.hint)
+    if shown:
+        return "\n".join([shown[0], *(f"also: {hint}" for hint in shown[1:])])
+    failing = next((test for test in part.tests if test.outcome != "passed"), None)
+    return failing.message.splitlines()[0] if failing and failing.message else ""
+
+
+def headline(report: GradeReport) -> str:
+    """The one line to say about a report: why it has no score, else the problem of the part
+    that lost the most points (the first of those that lost as much), else nothing."""
+    if not counts(report):
+        return report.error or report.status
+    losing = [part for part in report.parts if part.score < part.max_score]
+    if not losing:
+        return ""
+    part = max(losing, key=lambda part: part.max_score - part.score)
+    problem = part_problem(part).partition("\n")[0]
+    return f"{part.id}: {problem}" if problem else f"{part.id}: {part.score:g} / {part.max_score:g}"

@@ -1,0 +1,147 @@
+"""Grade a folder of submissions into a results folder (:mod:`grader.results.folder`).
+
+The ``grade`` process stays the warm parent: it forks up to ``jobs`` suite processes at
+a time (each with its own zygote and student children) and waits on their result pipes,
+so torch is imported once for the whole batch and no child is reused across
+submissions. With ``executor="ray"`` each Ray worker plays that part
+(:mod:`grader.engine.ray_executor`). Every report is written atomically as soon as it is ready; a re-run skips
+files whose report already holds the same content hash.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import select
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from pathlib import Path
+
+from grader.core.assemble import failed_report
+from grader.core.assignment import Assignment
+from grader.core.report import GradeReport
+from grader.engine.api import PendingGrade, resolve_device, start_grading
+from grader.engine.options import DEFAULT, DEFAULT_BATCH, BatchOptions, GradeOptions
+from grader.results.folder import BatchResult, load_current_report, prune_reports, report_path
+from grader.results.students import Roster, handins
+from grader.results.submissions import discover
+from grader.sandbox.isolation import SandboxUnavailable
+from grader.sandbox.limits import Limits
+
+
+def grade_batch(
+    assignment: Assignment | str | Path,
+    folder: Path,
+    out: Path,
+    *,
+    jobs: int = DEFAULT_BATCH.jobs,
+    device: str = DEFAULT.device,
+    limits: Limits = DEFAULT.limits,
+    sandbox: str = DEFAULT.sandbox,
+    force: bool = False,
+    executor: str = DEFAULT_BATCH.executor,
+    ray_address: str | None = None,
+    roster: Roster | None = None,
+    all_files: bool = DEFAULT_BATCH.all_files,
+    on_start: Callable[[int, int], None] | None = None,
+    on_begin: Callable[[Path], None] | None = None,
+    on_report: Callable[[Path, GradeReport], None] | None = None,
+) -> BatchResult:
+    """Grade the file each student's grade comes from (``all_files``: every file) in ``folder``
+    into ``out``, here (``executor="local"``) or on a Ray cluster (``"ray"``); ``roster`` names
+    the students (default: one per folder, see :mod:`grader.results.students`). ``on_start(total,
+    up_to_date)``, ``on_begin(path)`` (when a file starts grading here; a Ray cluster starts
+    them all at once) and ``on_report(path, report)`` let a caller show progress. The options are :class:`~grader.engine.options.GradeOptions`' and
+    :class:`~grader.engine.options.BatchOptions`' fields."""
+    started = time.monotonic()
+    options = GradeOptions(device=device, sandbox=sandbox, limits=limits)
+    batch = BatchOptions(jobs=jobs, executor=executor, all_files=all_files)
+    if not isinstance(assignment, Assignment):
+        assignment = Assignment.load(assignment)
+    reports: dict[Path, GradeReport] = {}
+    todo: list[Path] = []
+    files = discover(folder)
+    students = handins(files, folder, assignment, roster, all_files=batch.all_files)
+    graded = files if batch.all_files else sorted(handin.graded for handin in students if handin.graded)
+    removed = prune_reports(out, graded)  # also those of files an --all-files run graded
+    for relative in graded:
+        current = None if force else load_current_report(report_path(out, relative), folder / relative)
+        if current is None:
+            todo.append(relative)
+        else:
+            reports[relative] = current
+    skipped = len(reports)
+    if on_start:
+        on_start(len(todo) + skipped, skipped)
+    if batch.executor == "ray":
+        from grader.engine.ray_executor import run_on_ray
+
+        results = run_on_ray(assignment, folder, todo, jobs=batch.jobs, options=options, address=ray_address)
+    else:
+        results = run_locally(assignment, folder, todo, jobs=batch.jobs,
+                              options=replace(options, device=resolve_device(options.device)), on_begin=on_begin)
+    with contextlib.closing(results):  # interrupted: the executor stops what still runs
+        for relative, report in results:
+            report = _written(report, report_path(out, relative), assignment)
+            reports[relative] = report
+            if on_report:
+                on_report(relative, report)
+    return BatchResult(assignment, dict(sorted(reports.items())), len(reports) - skipped, skipped,
+                       time.monotonic() - started, students, removed)
+
+
+def _written(report: GradeReport, path: Path, assignment: Assignment) -> GradeReport:
+    """``report``, written to ``path``; when it cannot be, a grader_error report that says why
+    (kept in grades.csv and summary.json even if it cannot be written either)."""
+    try:
+        report.write_json(path)
+        return report
+    except Exception as exc:  # noqa: BLE001 - one submission's failure is its report, never the batch's
+        failed = failed_report(assignment, report.submission, report.device,
+                               f"its report could not be written to {path}: {type(exc).__name__}: {exc}")
+        with contextlib.suppress(Exception):
+            failed.write_json(path)
+        return failed
+
+
+def run_locally(
+    assignment: Assignment, folder: Path, todo: list[Path], *, jobs: int, options: GradeOptions,
+    on_begin: Callable[[Path], None] | None = None,
+) -> Iterator[tuple[Path, GradeReport]]:
+    """Grade on this machine, ``jobs`` submissions at a time, yielding each report when ready.
+    A submission whose grading fails in the grader gets a grader_error report; only Ctrl-C (or
+    a sandbox this machine cannot give, which no submission would get) stops the batch."""
+    todo = list(todo)
+    pending: dict[PendingGrade, Path] = {}
+    try:
+        while todo or pending:
+            while todo and len(pending) < max(jobs, 1):
+                relative = todo.pop(0)
+                if on_begin:
+                    on_begin(relative)
+                try:
+                    pending[start_grading(assignment, folder / relative, options=options)] = relative
+                except SandboxUnavailable:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - e.g. fork failed: this submission's report says so
+                    yield relative, _grader_failed(assignment, folder / relative, options.device,
+                                                   "grading could not start", exc)
+            if not pending:
+                continue
+            wait = max(min(job.deadline for job in pending) - time.monotonic(), 0)
+            select.select(list(pending), [], [], wait)
+            for job in [job for job in pending if job.poll() or time.monotonic() >= job.deadline]:
+                relative = pending.pop(job)
+                try:
+                    report = job.finish()
+                except Exception as exc:  # noqa: BLE001
+                    report = _grader_failed(assignment, folder / relative, options.device, "grading failed", exc)
+                yield relative, report
+    finally:
+        for job in pending:
+            job.cancel()
+
+
+def _grader_failed(assignment: Assignment, submission: Path, device: str, what: str, exc: Exception) -> GradeReport:
+    """The report of a submission the grader failed on: regraded by the next run, as every grader_error is."""
+    return failed_report(assignment, str(submission), device, f"{what}: {type(exc).__name__}: {exc}")

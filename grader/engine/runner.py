@@ -1,0 +1,283 @@
+"""Run a hidden suite against a submission, in a fresh trusted process per submission.
+
+``pytest.main`` is not safe to call twice in one process (modules and plugins leak
+between runs), so each run happens in a fork of the warm grader process, which sends its
+results back over a pipe as the JSON of a :class:`~grader.core.outcome.SuiteResult`. The grader
+imports the hidden suite and the reference once (:func:`preload_suite`), so every fork
+starts with them. The student's code runs in
+children of a clean zygote, never of the grader (see :mod:`grader.sandbox.zygote`).
+"""
+
+from __future__ import annotations
+
+import functools
+import gc
+import importlib
+import json
+import os
+import resource
+import select
+import signal
+import sys
+import time
+import traceback
+from collections.abc import Callable, Generator
+from pathlib import Path
+
+import pytest
+import torch
+
+from grader.core.assignment import Assignment, reference_dir
+from grader.core.ingest import Program
+from grader.core.outcome import SuiteResult, TestOutcome
+from grader.engine import warm  # noqa: F401  (imports torch makes lazily, once per grader process)
+from grader.engine.plugin import GradingPlugin
+from grader.sandbox import trusted_bounds
+from grader.sandbox.isolation import Isolation
+from grader.sandbox.limits import Limits, die_with_parent
+from grader.sandbox.session import StudentSession
+from grader.sandbox.trusted_bounds import TrustedBoundExceeded
+from grader.sandbox.workspace import Workspace
+from grader.sandbox.zygote import Zygote, ZygoteUnavailable
+from grader.source.flags import program_flags
+from grader.suite.checks import CheckFailed
+
+
+class SuiteError(Exception):
+    """The hidden suite could not run: a grader problem, not the student's."""
+
+
+class SuiteBoundExceeded(SuiteError):
+    """The suite process was stopped at its CPU-time bound (see
+    :mod:`grader.sandbox.trusted_bounds`): the submission's values made the grader's own work
+    too slow. The submission's problem, not the grader's."""
+
+
+def run_suite(assignment: Assignment, program: Program | None, limits: Limits, device: str,
+              isolation: Isolation, workspace: Workspace | None) -> SuiteResult:
+    """Run the hidden suite (collect only, when ``program`` is None).
+
+    Call this in a process of its own (see :class:`ForkedRun`); ``workspace`` holds its
+    connection to the submission's zygote.
+    """
+    suite = assignment.hidden_suite
+    session = None
+    zygote = None
+    try:
+        if program is not None:
+            config = workspace.zygote_config(limits, device, (str(reference_dir()),), isolation)
+            try:
+                zygote = Zygote.open(workspace.control, config)
+            except ZygoteUnavailable as exc:
+                raise SuiteError(str(exc)) from None
+            reference = importlib.import_module(assignment.reference_module) if assignment.reference_module else None
+            session = StudentSession(zygote, program, limits, reference)
+        torch.set_num_threads(1)
+        grading = GradingPlugin(session, torch.device(device))
+        # Collecting only, the suite computes nothing, on no device.
+        bounds = _TrustedBounds(limits, trusted_bounds.apply(limits, device if session else "cpu"))
+        tests = _run_pytest(suite, grading, bounds, collect_only=program is None)
+        unknown = sorted({test.part for test in tests} - set(assignment.parts))
+        if unknown:
+            raise SuiteError(f"the hidden suite grades parts that assignment.toml does not list: {unknown}")
+        if session is None:
+            return SuiteResult(tuple(tests))
+        session.close()  # a child's output is collected when it ends
+        flags = (*program_flags(program), *session.flags)  # here, not in the grader: in parallel
+        return SuiteResult(tuple(tests), tuple(session.notes), session.output(), flags)
+    finally:
+        if session is not None:
+            session.close()
+        if zygote is not None:
+            zygote.stop()
+
+
+@functools.cache
+def preload_suite(suite: Path) -> None:
+    """Import the hidden suite's modules (and so the reference) in this process, under the
+    names pytest gives them, so that every suite process forked from it finds them imported.
+    Student code never forks from this process, so it may hold them. A module that fails to
+    import is left to pytest, which reports it as the suite's error."""
+    package = f"reference.hidden.{suite.name}"
+    for path in sorted(suite.glob("*.py"), key=lambda p: p.name != "conftest.py"):
+        name = package if path.stem == "__init__" else f"{package}.{path.stem}"
+        try:
+            importlib.import_module(name)
+        except (Exception, pytest.fail.Exception):  # noqa: BLE001 - reported by pytest in the suite process
+            pass
+
+
+class _TrustedBounds:
+    """pytest plugin: each test's trusted side gets its CPU-time budget, and a test that
+    runs the suite process out of a bound fails as the student's: the submission's values
+    are what differ between submissions, and the bounds are far above what the suites need."""
+
+    def __init__(self, limits: Limits, budget: trusted_bounds.CpuBudget):
+        self._limits = limits
+        self._budget = budget
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, None, None]:
+        self._budget.start_test()
+        return (yield from self._bounded())
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, None, None]:
+        return (yield from self._bounded())
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_teardown(self, item: pytest.Item) -> Generator[None, None, None]:
+        try:
+            return (yield from self._bounded())
+        finally:
+            self._budget.end_test()
+
+    def _bounded(self) -> Generator[None, None, None]:
+        try:
+            return (yield)
+        except TrustedBoundExceeded as exc:
+            raise _failed(str(exc), "slow") from None
+        except Exception as exc:
+            if trusted_bounds.memory_exhausted(exc):
+                raise _failed(trusted_bounds.describe_memory(self._limits), "large") from None
+            raise
+
+
+def _failed(bound: str, how: str) -> CheckFailed:
+    return CheckFailed(f"checking this test's results took the grader past {bound}: a value your code "
+                       f"returned (an index, a size or a shape far outside the contract, say) made the check "
+                       f"too {how}", "return values within the contract's shapes and ranges")
+
+
+def _run_pytest(suite: Path, grading: GradingPlugin, bounds: _TrustedBounds, collect_only: bool) -> list[TestOutcome]:
+    # Only the plugins named here: whatever else is installed must not change grading.
+    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    args = [
+        str(suite), "-c", str(suite.parent / "pytest.ini"), "--rootdir", str(suite.parent),
+        "-p", "no:cacheprovider", "--assert=plain", "--strict-markers", "--import-mode=importlib",
+        "-q", "--tb=no", "--no-header", "-p", "no:warnings",
+        # Both run gc.collect() twice at exit: 0.25 s with torch's objects in memory.
+        "-p", "no:unraisableexception", "-p", "no:threadexception",
+    ]
+    if collect_only:
+        args.append("--collect-only")
+    exit_code = pytest.main(args, plugins=[grading, bounds])
+    if exit_code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) or not grading.outcomes:
+        raise SuiteError(f"the hidden suite in {suite.name} failed to run (pytest exit code {int(exit_code)})")
+    return grading.outcomes
+
+
+class ForkedRun:
+    """``function`` running in a forked process, its result coming back over a pipe as JSON.
+
+    Non-blocking, so one process can drive many (batch grading ``select``s on
+    :meth:`fileno`); :meth:`wait` blocks.
+    """
+
+    def __init__(self, function: Callable[[], SuiteResult], timeout_s: float, limits: Limits,
+                 on_close: Callable[[], None] | None = None):
+        self._on_close = on_close  # run here once the process has ended: it cannot clean up if killed
+        self._limits = limits  # its trusted bounds, if ``function`` applies them (run_suite does)
+        self._ended: tuple[int, resource.struct_rusage] | None = None  # its wait status and resource usage
+        read_end, write_end = os.pipe()
+        gc.freeze()  # the fork's collections then skip (and so do not copy) the pages of what this process holds
+        pid = os.fork()
+        if pid == 0:  # the trusted suite process
+            os.close(read_end)
+            _serve_result(function, write_end)
+        os.close(write_end)
+        self.pid = pid
+        self.deadline = time.monotonic() + timeout_s
+        self._timeout_s = timeout_s
+        self._fd = read_end
+        self._chunks: list[bytes] = []
+        self._done = False
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def poll(self) -> bool:
+        """Read what is there without blocking; True once the whole result is in."""
+        while not self._done:
+            readable, _, _ = select.select([self._fd], [], [], 0)
+            if not readable:
+                break
+            chunk = os.read(self._fd, 1 << 20)
+            if chunk:
+                self._chunks.append(chunk)
+            else:
+                self._done = True
+        return self._done
+
+    def wait(self) -> None:
+        """Block until the result is in or the deadline passes."""
+        while not self.poll() and time.monotonic() < self.deadline:
+            select.select([self._fd], [], [], max(self.deadline - time.monotonic(), 0))
+
+    def result(self) -> SuiteResult:
+        """The function's result; raises :class:`SuiteError` if it failed, ran too long or
+        sent something else."""
+        try:
+            if not self.poll():
+                os.kill(self.pid, signal.SIGKILL)
+                raise SuiteError(f"grading took longer than {self._timeout_s:g} s in total and was stopped")
+        finally:
+            self.close()
+        data = b"".join(self._chunks)
+        if not data and self._ended and trusted_bounds.killed_for_cpu(*self._ended, self._limits):
+            raise SuiteBoundExceeded(
+                f"grading stopped: checking this submission took the grader past its CPU-time bound of "
+                f"{self._limits.suite_cpu_s:g} s in all: values your code returned (an index, a size or a shape "
+                f"far outside the contract, say) made its checks too slow")
+        if not data:
+            raise SuiteError("the grading process ended without a result (run with GRADER_DEBUG=1 to see why)")
+        try:
+            reply = json.loads(data)
+            if "error" in reply:
+                raise SuiteError(str(reply["error"]))
+            return SuiteResult.from_dict(reply["result"])
+        except (ValueError, TypeError, KeyError) as exc:  # MalformedResult, JSONDecodeError, a reply not a dict
+            raise SuiteError(f"the grading process sent a malformed result: {type(exc).__name__}: {exc}") from None
+
+    def close(self) -> None:
+        """Stop the process if it still runs (its zygote and children die with it)."""
+        if self._fd < 0:
+            return
+        if not self._done:
+            os.kill(self.pid, signal.SIGKILL)
+        os.close(self._fd)
+        self._fd = -1
+        _, status, usage = os.wait4(self.pid, 0)
+        self._ended = status, usage
+        if self._on_close is not None:
+            self._on_close()
+
+
+def _serve_result(function: Callable[[], SuiteResult], write_end: int) -> None:
+    """In the forked process: run ``function``, write its JSON result, exit. Never returns."""
+    code = 0
+    die_with_parent()  # a killed grader takes its suites (and so their zygotes and children) along
+    try:
+        if not os.environ.get("GRADER_DEBUG"):
+            _silence_stdio()
+        result = {"result": function().to_dict()}
+    except SuiteError as exc:
+        result = {"error": str(exc)}
+    except BaseException as exc:
+        result = {"error": f"internal grader error: {type(exc).__name__}: {exc}"}
+        traceback.print_exc()
+        code = 1
+    try:
+        with os.fdopen(write_end, "wb") as pipe:
+            pipe.write(json.dumps(result).encode())
+    finally:
+        os._exit(code)
+
+
+def _silence_stdio() -> None:
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.dup2(devnull, 2)
+    os.close(devnull)
+    # sys.stdout may not be fd 1 (under pytest's capture it is a file of its own).
+    sys.stdout = sys.stderr = open(os.devnull, "w")

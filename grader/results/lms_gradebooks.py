@@ -1,0 +1,79 @@
+"""The batch's gradebook as the LMS imports it: one score per student, matched by their ids.
+
+``grade batch`` writes both beside ``grades.csv`` (docs/instructors.md has the steps):
+
+- ``canvas.csv``, Canvas's gradebook import: ``Student, ID, SIS User ID, SIS Login ID,
+  Section``, then the assignment's column, with a ``Points Possible`` row first. Canvas
+  matches a row by its Canvas ID, SIS User ID or SIS Login ID; a column header that names no
+  existing assignment creates one.
+- ``gradescope.csv``, for Gradescope's score upload: ``Name, Email, SID, Score``, matched by
+  Email or SID.
+
+A student with none of the ids the LMS matches on is left out of its file (and listed by
+:func:`write_gradebooks`): a row the LMS cannot match is at best an import error, at worst
+another student's grade.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from grader.core.report import write_atomic
+from grader.core.sanitize import csv_text
+
+if TYPE_CHECKING:
+    from grader.results.folder import BatchResult
+
+CANVAS_FILE, GRADESCOPE_FILE = "canvas.csv", "gradescope.csv"
+CANVAS_IDENTITY = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")
+
+
+@dataclass(frozen=True)
+class Gradebook:
+    name: str  # its file, in the results folder
+    text: str
+    left_out: list[str]  # students the LMS could not match, by id
+
+
+def canvas_column(result: BatchResult) -> str:
+    """The assignment's column: Canvas creates an assignment of this name on import."""
+    return f"Assignment {result.assignment.id}: {result.assignment.title}"
+
+
+def canvas_gradebook(result: BatchResult, column: str | None = None) -> Gradebook:
+    """``column``: the assignment's header; to update an existing Canvas assignment, the header
+    of its column in Canvas's own export, e.g. ``Assignment 03 (12345)``."""
+    points = result.statistics().total.max_score
+    rows: list[list[object]] = [[*CANVAS_IDENTITY, column or canvas_column(result)],
+                                ["Points Possible", "", "", "", "", f"{points:g}"]]
+    left_out = []
+    for grade in result.students():
+        student = grade.handin.student
+        if not (student.canvas_id or student.sis_user_id or student.sis_login_id):
+            left_out.append(student.id)
+            continue
+        rows.append([student.name or student.id, student.canvas_id, student.sis_user_id, student.sis_login_id,
+                     student.section, f"{grade.score:g}"])
+    return Gradebook(CANVAS_FILE, csv_text(rows), left_out)
+
+
+def gradescope_gradebook(result: BatchResult) -> Gradebook:
+    rows: list[list[object]] = [["Name", "Email", "SID", "Score"]]
+    left_out = []
+    for grade in result.students():
+        student = grade.handin.student
+        if not (student.email or student.sis_user_id):
+            left_out.append(student.id)
+            continue
+        rows.append([student.name or student.id, student.email, student.sis_user_id, f"{grade.score:g}"])
+    return Gradebook(GRADESCOPE_FILE, csv_text(rows), left_out)
+
+
+def write_gradebooks(result: BatchResult, out: Path, canvas_header: str | None = None) -> list[Gradebook]:
+    books = [canvas_gradebook(result, canvas_header), gradescope_gradebook(result)]
+    for book in books:
+        write_atomic(out / book.name, book.text)
+    return books
+

@@ -1,0 +1,191 @@
+"""Who handed in what: a batch's files grouped by student, and the one graded for each.
+
+By default the first folder under the batch folder is the student, as LMS exports make one
+folder per student; a file at the top is a student of its own, named by its stem, or by
+the user id in a Canvas download's name (``smithjane_LATE_1234_5678_mha.py``). A roster
+(``grade batch --roster roster.csv``) names the students instead: it maps files or folders
+to student ids, carries what the gradebook exports need (name, email, section, Canvas and
+SIS ids), and lists the students who handed in nothing.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from grader.core.assignment import Assignment, most_work_done
+
+SOURCE_SUFFIXES = (".py", ".ipynb")
+# Columns of a roster; only `student` is required. `path` is a file or folder under the batch
+# folder (default: the folder named like the student); a student may have several rows.
+ROSTER_COLUMNS = ("student", "path", "name", "email", "section", "canvas_id", "sis_user_id", "sis_login_id")
+MAX_ROSTER_BYTES = 10 * 2**20
+# What Canvas's "Download Submissions" names each file: login name, LATE, user id, attachment
+# id, then the file's own name (with "-1" before the suffix for a second upload of one name).
+_CANVAS_NAME = re.compile(r"(?P<name>[a-z0-9]+)_(?P<late>LATE_)?(?P<user>\d+)_\d+_(?P<file>.+)")
+
+
+class RosterError(Exception):
+    """The roster cannot be used: the message says which row and why."""
+
+
+@dataclass(frozen=True)
+class Student:
+    id: str
+    name: str = ""
+    email: str = ""
+    section: str = ""
+    canvas_id: str = ""
+    sis_user_id: str = ""
+    sis_login_id: str = ""
+    on_roster: bool = False
+
+
+@dataclass(frozen=True)
+class Roster:
+    students: dict[str, Student]  # by id, in the roster's order
+    paths: dict[PurePosixPath, str]  # a file or folder under the batch folder: whose it is
+
+    @classmethod
+    def load(cls, path: Path) -> Roster:
+        try:
+            if path.stat().st_size > MAX_ROSTER_BYTES:
+                raise RosterError(f"{path} is over {MAX_ROSTER_BYTES // 2**20} MiB: not a roster")
+            text = path.read_text(encoding="utf-8-sig")  # Excel writes a byte-order mark
+        except OSError as exc:
+            raise RosterError(f"cannot read the roster {path}: {exc.strerror or exc}") from None
+        except UnicodeDecodeError:
+            raise RosterError(f"{path} is not UTF-8 text: save the roster as CSV UTF-8") from None
+        return cls.parse(text, str(path))
+
+    @classmethod
+    def parse(cls, text: str, source: str = "roster") -> Roster:
+        lines = text.removeprefix("\ufeff").splitlines()
+        rows = csv.reader(lines, delimiter=_delimiter(lines[0] if lines else ""))
+        header = [_column(name) for name in next(rows, [])]
+        if "student" not in header:
+            raise RosterError(f"{source} has no `student` column; its first row must name the columns, "
+                              f"among: {', '.join(ROSTER_COLUMNS)}")
+        students: dict[str, Student] = {}
+        paths: dict[PurePosixPath, str] = {}
+        for number, row in enumerate(rows, start=2):
+            values = {column: value.strip() for column, value in zip(header, row) if column in ROSTER_COLUMNS}
+            if not any(values.values()):
+                continue
+            student_id = values.pop("student", "")
+            if not student_id:
+                raise RosterError(f"{source}, row {number}: no student id")
+            where = _roster_path(values.pop("path", "") or student_id, f"{source}, row {number}")
+            if paths.get(where, student_id) != student_id:
+                raise RosterError(f"{source}, row {number}: {where} is already {paths[where]}'s")
+            paths[where] = student_id
+            students.setdefault(student_id, Student(student_id, **values, on_roster=True))
+        return cls(students, paths)
+
+    def owner(self, relative: Path) -> str | None:
+        """The student whose file or folder holds ``relative`` (the deepest that does), if any."""
+        path = PurePosixPath(relative.as_posix())
+        for where in (path, *path.parents):
+            if where in self.paths:
+                return self.paths[where]
+        return None
+
+
+def _delimiter(header: str) -> str:
+    """The roster's separator, read from its header: Excel saves "CSV" with ``;`` where the
+    decimal mark is a comma, and "Text" with tabs. A one-column roster has none: ``,``."""
+    return max(",;\t", key=header.count)
+
+
+def _column(name: str) -> str:
+    """A header as ROSTER_COLUMNS spell it: "SIS User ID" is sis_user_id; "ID", as Canvas's
+    export names the Canvas user id, is canvas_id."""
+    column = re.sub(r"[\s-]+", "_", name.strip().lower())
+    return "canvas_id" if column == "id" else column
+
+
+def _roster_path(value: str, where: str) -> PurePosixPath:
+    path = PurePosixPath(value.replace("\\", "/").rstrip("/"))
+    if path.is_absolute() or ".." in path.parts or str(path) in ("", "."):
+        raise RosterError(f"{where}: the path {value!r} must lie inside the batch folder")
+    return path
+
+
+@dataclass(frozen=True)
+class Handin:
+    """A student and what they handed in; ``graded`` is the file their grade comes from."""
+    student: Student
+    files: tuple[Path, ...] = ()  # relative to the batch folder
+    graded: Path | None = None
+    note: str = ""  # the choice among several files, a late upload, not on the roster
+    late: bool = False
+    unlisted: bool = False  # a roster was given and does not name this student
+    not_graded: tuple[Path, ...] = ()  # the other files, when only the one their grade comes from is graded
+
+
+def handins(files: Iterable[Path], folder: Path, assignment: Assignment, roster: Roster | None = None, *,
+            all_files: bool = False) -> list[Handin]:
+    """Every student of the batch, with the file graded for them: each on the roster (with
+    nothing if they handed in nothing), then those whose files no roster row names. Unless
+    ``all_files``, only that file is graded: one student's many copies cost the batch one."""
+    grouped: dict[str, list[Path]] = {}
+    found: dict[str, Student] = {}
+    for relative in files:
+        owner = roster.owner(relative) if roster else None
+        student = roster.students[owner] if owner else _student_from_path(relative)
+        grouped.setdefault(student.id, []).append(relative)
+        found.setdefault(student.id, student)
+    listed = dict(roster.students) if roster else {}
+    result = [Handin(student) for student_id, student in listed.items() if student_id not in grouped]
+    for student_id, paths in grouped.items():
+        student = listed.get(student_id, found[student_id])
+        result.append(_choose(student, paths, folder, assignment, unlisted=roster is not None and not student.on_roster,
+                              all_files=all_files))
+    order = {student_id: index for index, student_id in enumerate(listed)}
+    return sorted(result, key=lambda handin: (order.get(handin.student.id, len(order)), handin.student.id))
+
+
+def _student_from_path(relative: Path) -> Student:
+    if len(relative.parts) > 1:
+        return Student(relative.parts[0])
+    canvas = _CANVAS_NAME.fullmatch(relative.name)
+    if canvas:
+        return Student(canvas["user"], name=canvas["name"], canvas_id=canvas["user"])
+    return Student(relative.stem or relative.name)
+
+
+def handed_in_name(relative: Path) -> str:
+    """The name the student gave the file: a Canvas download's prefix and "-1" taken off."""
+    canvas = _CANVAS_NAME.fullmatch(relative.name) if len(relative.parts) == 1 else None
+    if not canvas:
+        return relative.name
+    name = Path(canvas["file"])
+    return re.sub(r"-\d+$", "", name.stem) + name.suffix
+
+
+def _choose(student: Student, paths: Sequence[Path], folder: Path, assignment: Assignment, *, unlisted: bool,
+            all_files: bool) -> Handin:
+    """The file graded for the student, as ``grade`` picks a working copy: of the files named
+    like the assignment's module or notebook (else of every .py and .ipynb, else of every
+    file), the one with the fewest stubs left; on a tie the shallowest, then the module."""
+    named = [path for path in paths if handed_in_name(path) in (assignment.module, assignment.notebook)]
+    sources = [path for path in paths if path.suffix in SOURCE_SUFFIXES]
+    pool = sorted(named or sources or paths, key=lambda path: (len(path.parts), path.suffix != ".py", path))
+    graded = most_work_done([folder / path for path in pool]).relative_to(folder) if len(pool) > 1 else pool[0]
+    notes = []
+    if unlisted:
+        notes.append("not on the roster")
+    others = tuple(path for path in paths if path != graded)
+    if others:
+        why = "the one with the fewest stubs left" if len(pool) > 1 else (
+            f"the one named {assignment.module} or {assignment.notebook}" if named else "the only source file")
+        also = "also handed in" if all_files else "also handed in, not graded"
+        notes.append(f"graded {graded.as_posix()}, {why}; {also}: {', '.join(path.as_posix() for path in others)}")
+    canvas = _CANVAS_NAME.fullmatch(graded.name) if len(graded.parts) == 1 else None
+    late = bool(canvas and canvas["late"])
+    if late:
+        notes.append("late: Canvas marked the upload LATE")
+    return Handin(student, tuple(paths), graded, "; ".join(notes), late, unlisted, () if all_files else others)

@@ -1,0 +1,440 @@
+"""Checks for hidden suites: compare the student's values with the reference, name mistakes.
+
+A failing check raises :class:`CheckFailed` with a message written for the student (shape,
+dtype, got/expected, the largest error) and, when the student's value matches what a known
+mistake would produce, a ``hint`` that names it. Messages never quote test source.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import Any
+
+import torch
+
+from grader.core import hints
+from grader.core.report import Flag
+from grader.sandbox.errors import StudentException
+
+Mistakes = Mapping[str, "torch.Tensor | Callable[[], torch.Tensor]"]
+
+
+class CheckFailed(AssertionError):
+    """``flags``: what a source check found behind the failure, for the report's flags."""
+
+    def __init__(self, message: str, hint: str | None = None, flags: Sequence[Flag] = ()):
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        self.flags = tuple(flags)
+
+
+def expect_tensor(
+    what: str,
+    got: Any,
+    *,
+    shape: tuple[int, ...] | torch.Size | None = None,
+    dtype: torch.dtype | None = None,
+    device: torch.device | str | None = None,
+    hint: str | None = None,
+) -> torch.Tensor:
+    """``got`` is a tensor with this shape, dtype and device type; returns it."""
+    if not isinstance(got, torch.Tensor):
+        raise CheckFailed(f"{what}: expected a tensor, got {_kind(got)}", hint or _not_a_tensor_hint(got))
+    if shape is not None and tuple(got.shape) != tuple(shape):
+        raise CheckFailed(f"{what}: wrong shape: got {tuple(got.shape)}, expected {tuple(shape)}", hint)
+    if dtype is not None and got.dtype != dtype:
+        raise CheckFailed(f"{what}: wrong dtype: got {_name(got.dtype)}, expected {_name(dtype)}", hint)
+    if device is not None and got.device.type != torch.device(device).type:
+        raise CheckFailed(f"{what}: on the wrong device: got {got.device}, expected {torch.device(device)} "
+                          "(create tensors on the input's device, never a fixed one)", hint)
+    return got
+
+
+def expect_token_ids(
+    what: str,
+    got: Any,
+    vocab_size: int,
+    *,
+    shape: tuple[int, ...] | torch.Size | None = None,
+    device: torch.device | str | None = None,
+    hint: str | None = None,
+) -> torch.Tensor:
+    """``got`` is a LongTensor (of this shape and device) of token ids in ``0..vocab_size-1``;
+    returns it. Check ids with this before counting, indexing or one-hot encoding by them:
+    an id out of range is the student's mistake, named here, and never sizes a tensor the
+    grader allocates (a ``bincount`` of one id of 10**8 holds 10**8 counts)."""
+    expect_tensor(what, got, shape=shape, dtype=torch.long, device=device, hint=hint)
+    outside = (got < 0) | (got >= vocab_size)
+    if bool(outside.any()):
+        index = _first(outside)
+        raise CheckFailed(f"{what}: token id {int(got[index])} (at index {list(index)}) is outside the vocabulary "
+                          f"(0..{vocab_size - 1})", hint or f"token ids index the vocabulary: each is in 0..{vocab_size - 1}")
+    return got
+
+
+def expect_named_tensors(
+    what: str,
+    got: Any,
+    like: Mapping[str, torch.Tensor],
+    *,
+    others_allowed: bool = False,
+    hint: str | None = None,
+) -> dict[str, torch.Tensor]:
+    """``got`` (a state dict from the student's process) holds, under each of ``like``'s
+    names, a tensor of that shape, floating where ``like``'s is; and no other name unless
+    ``others_allowed`` (buffers beside the parameters). Returns those tensors detached, in
+    ``like``'s dtypes and devices: safe to load into a module or to compare with ``like``."""
+    if not (isinstance(got, dict) and all(isinstance(name, str) for name in got)):
+        raise CheckFailed(f"{what}: expected tensors by name (a dict), got {_kind(got)}", hint)
+    if any(name not in got for name in like) or not (others_allowed or got.keys() <= like.keys()):
+        names = names_mismatch(like, got if not others_allowed else [name for name in got if name in like])
+        raise CheckFailed(f"{what}: the names are not the expected ones: {names}", hint)
+    wrong = [f"{name}: got {describe_value(got[name])}, expected {tuple(want.shape)} ({_name(want.dtype)})"
+             for name, want in like.items()
+             if not (isinstance(got[name], torch.Tensor) and tuple(got[name].shape) == tuple(want.shape)
+                     and got[name].is_floating_point() == want.is_floating_point())]
+    if wrong:
+        raise CheckFailed(f"{what}: {_bounded(wrong, 3, separator='; ')}", hint)
+    return {name: got[name].detach().to(want.device, want.dtype) for name, want in like.items()}
+
+
+def describe_value(value: Any) -> str:
+    """What came back, in a few words: "(400000, 1, 1, 1) (float32)", "None (did you forget to return?)"."""
+    if isinstance(value, torch.Tensor):
+        return f"{tuple(value.shape)} ({_name(value.dtype)})"
+    return _kind(value)
+
+
+def expect_close(
+    what: str,
+    got: Any,
+    want: torch.Tensor,
+    *,
+    atol: float,
+    rtol: float = 0.0,
+    mistakes: Mistakes | None = None,
+) -> None:
+    """``got`` equals ``want`` within ``atol + rtol * |want|``; else name the nearest mistake."""
+    mistakes = mistakes or {}
+    if isinstance(got, torch.Tensor) and (tuple(got.shape) != tuple(want.shape) or got.dtype != want.dtype):
+        hint = _representation_hint(got, want, mistakes, atol, rtol)
+        expect_tensor(what, got, shape=want.shape, dtype=want.dtype, hint=hint)
+    expect_tensor(what, got, shape=want.shape, dtype=want.dtype, device=want.device)
+    if _close(got, want, atol, rtol):
+        return
+    raise CheckFailed(f"{what}: {describe_difference(got, want)} (tolerance atol={atol:g}, rtol={rtol:g})",
+                      _matching_mistake(got, mistakes, atol, rtol))
+
+
+def expect_equal(what: str, got: Any, want: torch.Tensor, *, mistakes: Mistakes | None = None) -> None:
+    """Exact equality, for integer and boolean results."""
+    expect_close(what, got, want, atol=0.0, rtol=0.0, mistakes=mistakes)
+
+
+def expect_same_gradients(module: Any, reference: torch.nn.Module, x: torch.Tensor, grad_output: torch.Tensor, *,
+                          atol: float = 1e-4, rtol: float = 1e-3) -> None:
+    """Backpropagating ``grad_output`` through the student's module (holding the reference's
+    parameters) gives the reference's gradients for the input ``x`` and for every parameter.
+    The default tolerance covers float32 backward passes through projections and a softmax
+    (rounding ~1e-6)."""
+    x = x.detach().requires_grad_(True)
+    reference.zero_grad(set_to_none=True)
+    reference(x).backward(grad_output)
+    got = module.backward(x, grad_output=grad_output)
+    expect_close("gradient of the loss w.r.t. x", got.input_grads[0] if got.input_grads else None, x.grad,
+                 atol=atol, rtol=rtol)
+    for name, param in reference.named_parameters():
+        expect_close(f"gradient of {name}", got.param_grads.get(name), param.grad, atol=atol, rtol=rtol)
+
+
+def expect_raises(exc_type: type[BaseException], what: str, call: Callable[[], Any]) -> None:
+    """``call()`` makes the student's code raise ``exc_type`` (by name, across the boundary)."""
+    name = exc_type.__name__
+    try:
+        call()
+    except StudentException as exc:
+        if exc.type_name == name:
+            return
+        if exc.type_name == "NotImplementedError":
+            raise
+        hint = "raise ValueError with a message; a bare assert is not an argument check" \
+            if exc.type_name == "AssertionError" and name == "ValueError" else None
+        raise CheckFailed(f"{what}: expected {name}, but your code raised {exc.type_name}: {exc.message}", hint) from None
+    raise CheckFailed(f"{what}: expected {name}, but nothing was raised")
+
+
+def expect_contract_parameters(
+    what: str,
+    module: Any,
+    reference: torch.nn.Module,
+    *,
+    names_hint: str,
+    shape_hint: str = "a parameter has the wrong shape: check the layer sizes against the contract",
+    ignore: Collection[str] = (),
+    unexpected_hints: Mapping[str, str] | None = None,
+) -> None:
+    """The student's module (a remote object) has exactly the reference's parameter names and
+    shapes, which ``load_state_dict(strict=True)`` needs. ``names_hint`` says which submodules
+    the contract names; ``unexpected_hints`` name what a specific extra parameter means.
+
+    The names come from ``inspect()``, the student process's word: enough to fail a test and
+    name the mistake, not to pass one. Follow it with :func:`expect_computes_with`."""
+    got = {name: shape for name, shape in module.inspect()["parameters"].items() if name not in ignore}
+    want = {name: list(p.shape) for name, p in reference.named_parameters()}
+    if got == want:
+        return
+    missing, extra = want.keys() - got.keys(), got.keys() - want.keys()
+    wrong = [f"{name}: got {got[name]}, expected {want[name]}" for name in sorted(want.keys() & got.keys())
+             if got[name] != want[name]]
+    names = names_mismatch(want, got)
+    known = [hint for name, hint in (unexpected_hints or {}).items() if name in extra]
+    hint = known[0] if known else f"{names}: {names_hint}" if missing or extra else shape_hint
+    shapes = f"wrong shape: {_bounded(wrong, 3)}" if wrong else ""
+    raise CheckFailed(f"{what} parameters: {'; '.join(filter(None, [names, shapes]))}", hint)
+
+
+def names_mismatch(want: Collection[str], got: Collection[str]) -> str:
+    """Where the student's parameter names leave the contract's, said once per kind of
+    difference and bounded whatever the model's size: "ffn: the contract names linear1,
+    linear2; you have net.0, net.2". A name is placed at its deepest module that both sides
+    have (``encoder_layers.0.ffn``), and named from there down to its module (``net.0``);
+    places with the same difference (every layer's ffn) are listed together."""
+    missing, extra = set(want) - set(got), set(got) - set(want)
+    places: dict[tuple[tuple[str, ...], tuple[str, ...]], list[str]] = {}
+    for place in sorted({_shared_module(name, got) for name in missing} | {_shared_module(name, want) for name in extra}):
+        difference = (_below(place, missing, got), _below(place, extra, want))
+        places.setdefault(difference, []).append(place)
+    lines = [_difference_line(where, contract, yours) for (contract, yours), where in places.items()]
+    return _bounded(lines, 3, separator="; ")
+
+
+def _shared_module(name: str, other: Collection[str]) -> str:
+    """The deepest module path above ``name`` that ``other``'s names also pass through ("" the top)."""
+    modules = name.split(".")[:-1]
+    while modules and not any(o.startswith(".".join(modules) + ".") for o in other):
+        modules.pop()
+    return ".".join(modules)
+
+
+def _below(place: str, names: Collection[str], other: Collection[str]) -> tuple[str, ...]:
+    """Those of ``names`` placed at ``place`` (against ``other``), each as the module under it
+    that holds it (or the parameter, if ``place`` holds it): "net.0" for "ffn.net.0.weight" at "ffn"."""
+    prefix = f"{place}." if place else ""
+    below = {name[len(prefix):] for name in names if _shared_module(name, other) == place}
+    return tuple(sorted({_first_module(name.rpartition(".")[0]) or name for name in below}))
+
+
+def _first_module(path: str) -> str:
+    """The sub-module a path starts with, with the indices that follow it: "sa" for
+    "sa.heads.0.key" (the whole sub-tree differs from there), "net.0" for "net.0"."""
+    parts = path.split(".")
+    kept = parts[:1] + list(itertools.takewhile(str.isdigit, parts[1:]))
+    return ".".join(kept) if path else ""
+
+
+def _difference_line(places: list[str], contract: tuple[str, ...], yours: tuple[str, ...]) -> str:
+    where = f"{_bounded([place or '(top level)' for place in places], 2)}: " if places != [""] else ""
+    if not yours:
+        return f"{where}missing {_bounded(contract, 6)}"
+    if not contract:
+        return f"{where}unexpected {_bounded(yours, 6)}"
+    return f"{where}the contract names {_bounded(contract, 6)}; you have {_bounded(yours, 6)}"
+
+
+def _bounded(items: Sequence[str], most: int, separator: str = ", ") -> str:
+    """The first ``most`` of ``items``, then how many more."""
+    shown = separator.join(items[:most])
+    return f"{shown}{separator}and {len(items) - most} more" if len(items) > most else shown
+
+
+def expect_computes_with(what: str, module: Any, reference: torch.nn.Module, forward: Callable[[], Any]) -> None:
+    """The student's module computes with the parameters it reports (names check, above):
+    holding the reference's parameters by those names, then others, ``forward()`` changes.
+    Whether the output is right is the value tests' to grade: a wrong forward costs points
+    there, once. A forward that raises or returns no tensor is graded there too, and this
+    check then rests on the names alone."""
+    parameters = {name: p.detach() for name, p in reference.named_parameters()}
+    generator = torch.Generator().manual_seed(0)
+    others = {name: p + torch.randn(p.shape, generator=generator, dtype=p.dtype).to(p.device)
+              for name, p in parameters.items()}
+    try:
+        module.load_parameters(parameters)
+        before = forward()
+        module.load_parameters(others)
+        after = forward()
+    except StudentException:
+        return
+    if not (isinstance(before, torch.Tensor) and isinstance(after, torch.Tensor) and before.shape == after.shape):
+        return
+    if torch.equal(before.detach().cpu(), after.detach().cpu()):
+        raise CheckFailed(f"{what}: the output stays the same when the module is given other values for the "
+                          "parameters it reports", "the module must compute with the parameters it holds "
+                          "(registered submodules, used in forward)")
+
+
+def expect_derivative(
+    what: str,
+    claimed: float,
+    loss_at: Callable[[float], float],
+    *,
+    step: float,
+    rtol: float = 0.05,
+    atol: float = 1e-3,
+    hint: str | None = None,
+) -> None:
+    """``claimed`` is the derivative of ``loss_at`` at 0, as a central difference with
+    ``step`` measures it. For a gradient the student's code reports (by its word), pass its
+    norm, and a ``loss_at(t)`` that moves the point by ``t`` along it: a reported gradient
+    that is not the derivative of the loss the same code computes fails. The tolerance
+    allows for float32 rounding and curvature over ``step``."""
+    measured = (loss_at(step) - loss_at(-step)) / (2 * step)
+    if not abs(measured - claimed) <= atol + rtol * abs(claimed):
+        raise CheckFailed(f"{what}: the gradient your code reports has norm {claimed:.6g}, but the loss it computes "
+                          f"changes at a rate of {measured:.6g} along it", hint)
+
+
+def expect_causal(
+    what: str,
+    output_with_change_at: Callable[[int | None], Any],
+    length: int,
+    *,
+    atol: float,
+    rtol: float = 0.0,
+    hint: str,
+    mistakes: Mistakes | None = None,
+    shown: int = 3,
+    shape: tuple[int, ...] | torch.Size | None = None,
+) -> None:
+    """Each position of the output depends on no later position of the input.
+    ``output_with_change_at(j)`` is the output (positions along dim 1) for the same input
+    changed at position ``j`` only; ``None``, unchanged. The message names the leaking pairs,
+    "position 0 sees position 2"; so does the hint, before ``hint`` (how to mask), unless the
+    unchanged output matches one of ``mistakes`` (as in :func:`expect_close`): then the hint
+    is that mistake's, the one the value tests give, so one mistake is one hint. A call that
+    returns no tensor of the base's shape (of ``shape``, the contract's, when given: the
+    comparisons then cost what the reference's own output would) is left to the value tests."""
+    base = output_with_change_at(None)
+    if not isinstance(base, torch.Tensor) or base.dim() < 2 or base.shape[1] != length \
+            or (shape is not None and tuple(base.shape) != tuple(shape)):
+        return
+    leaks = []
+    for later in range(1, length):
+        changed = output_with_change_at(later)
+        if not isinstance(changed, torch.Tensor) or changed.shape != base.shape:
+            return
+        leaks += [(earlier, later) for earlier in range(later)
+                  if not is_close(changed[:, earlier], base[:, earlier], atol=atol)]
+    if not leaks:
+        return
+    seen = ", ".join(f"position {earlier} sees position {later}" for earlier, later in sorted(leaks)[:shown])
+    more = f" (and {len(leaks) - shown} more)" if len(leaks) > shown else ""
+    named = _matching_mistake(base, mistakes or {}, atol, rtol)
+    raise CheckFailed(f"{what}: the output at a position changes when only a later position of the input "
+                      f"changes: {seen}{more}", named or f"future positions are visible: {seen}{more}; {hint}")
+
+
+def describe_difference(got: torch.Tensor, want: torch.Tensor) -> str:
+    got64, want64 = got.detach().double().cpu(), want.detach().double().cpu()
+    bad_got, bad_want = ~torch.isfinite(got64), ~torch.isfinite(want64)
+    if (bad_got & ~bad_want).any():
+        index = _first(bad_got & ~bad_want)
+        return (f"your values contain {_value(got64[index])} where the reference is finite "
+                f"(first at index {index}: expected {_value(want64[index])})")
+    error = (got64 - want64).abs().nan_to_num(nan=0.0, posinf=0.0)
+    error = torch.where(bad_want & (got64 != want64), torch.full_like(error, float("inf")), error)
+    index = tuple(int(i) for i in torch.unravel_index(error.argmax(), error.shape)) if error.dim() else ()
+    return (f"values differ from the reference: max abs error {_value(error[index])} at index {list(index)} "
+            f"(got {_value(got64[index])}, expected {_value(want64[index])})")
+
+
+def is_close(got: Any, want: Any, *, atol: float, rtol: float = 0.0) -> bool:
+    """Both are tensors of one shape whose values agree as :func:`expect_close` demands
+    (dtype and device aside): for accepting either of two answers, or choosing a hint."""
+    return (isinstance(got, torch.Tensor) and isinstance(want, torch.Tensor)
+            and tuple(got.shape) == tuple(want.shape) and _close(got, want, atol, rtol))
+
+
+def _matching_mistake(got: torch.Tensor, mistakes: Mistakes, atol: float, rtol: float) -> str | None:
+    for hint, candidate in mistakes.items():
+        if is_close(got, candidate() if callable(candidate) else candidate, atol=atol, rtol=rtol):
+            return hint
+    return None
+
+
+def _representation_hint(got: torch.Tensor, want: torch.Tensor, mistakes: Mistakes, atol: float,
+                         rtol: float) -> str | None:
+    """A value in another representation than ``want``'s (dtype, extra or missing singleton
+    dimensions, an additive float mask for a bool one) is read in ``want``'s, so the mistake
+    behind it is named with the representation at once, not after the student fixes it. A
+    mistake that produces ``got``'s own shape (transposed scores) is named alone."""
+    if tuple(got.shape) != tuple(want.shape) and (mistake := _matching_mistake(got, mistakes, atol, rtol)):
+        return mistake
+    normalized, representation = _as_expected(got, want)
+    if normalized is None:
+        return None
+    if _close(normalized, want, atol, rtol):
+        return f"the values are right, but in the wrong representation: {representation}"
+    mistake = _matching_mistake(normalized, mistakes, atol, rtol)
+    return f"{representation} and {mistake}" if mistake else None
+
+
+def _as_expected(got: torch.Tensor, want: torch.Tensor) -> tuple[torch.Tensor | None, str]:
+    """``got`` in ``want``'s shape and value convention, and what differed, in words."""
+    differences = []
+    normalized = got.detach()
+    if got.dtype != want.dtype:
+        differences.append(f"wrong dtype ({_name(got.dtype)}, expected {_name(want.dtype)})")
+        if want.dtype == torch.bool and got.is_floating_point() and _is_additive_mask(normalized):
+            differences[-1] = (f"an additive {_name(got.dtype)} mask (0 = attend, -inf = blocked) where a bool mask "
+                               "(True = may attend) is expected")
+            normalized = normalized == 0
+    if tuple(got.shape) != tuple(want.shape):
+        differences.append(f"wrong shape ({tuple(got.shape)}, expected {tuple(want.shape)})")
+        while normalized.dim() > want.dim() and normalized.size(0) == 1:
+            normalized = normalized.squeeze(0)
+        try:
+            normalized = torch.broadcast_to(normalized, want.shape)
+        except RuntimeError:
+            return None, ""
+    return normalized, " and ".join(differences)
+
+
+def _is_additive_mask(x: torch.Tensor) -> bool:
+    """Zeros where attending and very negative values (-inf, -1e9) where blocked."""
+    return bool(((x == 0) | (x <= -1e4)).all() and (x <= -1e4).any())
+
+
+def _close(got: torch.Tensor, want: torch.Tensor, atol: float, rtol: float) -> bool:
+    got64, want64 = got.detach().double().cpu(), want.detach().double().cpu()
+    return bool(torch.allclose(got64, want64, atol=atol, rtol=rtol, equal_nan=True))
+
+
+def _first(mask: torch.Tensor) -> tuple[int, ...]:
+    return tuple(int(i) for i in mask.nonzero()[0])
+
+
+def _value(x: torch.Tensor) -> str:
+    return f"{float(x):.6g}"
+
+
+def _name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _not_a_tensor_hint(got: Any) -> str | None:
+    """What a value that is not the tensor the contract returns says about the code."""
+    if got is None:
+        return hints.RETURNS_NONE
+    if isinstance(got, (tuple, list)) and any(isinstance(item, torch.Tensor) for item in got):
+        return hints.RETURNS_SEVERAL
+    return None
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, tuple):
+        return f"a tuple of {len(value)}"
+    if value is None:
+        return "None (did you forget to return?)"
+    return getattr(value, "type_name", type(value).__name__)

@@ -1,0 +1,2 @@
+"""What people read: the terminal table, each student's feedback page, the class report.
+"""

@@ -1,0 +1,248 @@
+"""Each student's feedback, ready to mail or upload: a self-contained HTML page, and the same as Markdown.
+
+    results/feedback/<student>.html   (and .md)
+
+Written by ``grade batch``, or by ``grade feedback RESULTS`` over a results folder: one pair
+per student of the gradebook (``summary.json``), linked from the class report. A page says
+the score, or why there is none; each part with what is probably wrong; each failing check
+with its message (what the code returned and what was expected); the notes on the
+notebook's cells, in the notebook's order; and what the code printed.
+
+The page is built once as a list of blocks and then written twice, so the two never say
+different things. Everything on it but the grader's own words comes from the report, which
+the student's code can influence: HTML is escaped, Markdown backslash-escaped or fenced,
+and both lose their control characters (:func:`grader.core.sanitize.for_terminal`).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from grader.core.report import GradeReport, Outcome, Status, write_atomic
+from grader.core.report_words import grader_failed, part_problem
+from grader.core.sanitize import for_terminal
+from grader.results.folder import MISSING, read_report, report_name
+
+FOLDER = "feedback"
+
+
+class FeedbackError(Exception):
+    """The results folder has no gradebook to write feedback for: the message says why."""
+
+
+# ---- the blocks a page is made of ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Heading:
+    level: int
+    text: str
+
+
+@dataclass(frozen=True)
+class Paragraph:
+    text: str
+
+
+@dataclass(frozen=True)
+class Items:
+    items: list[str]
+
+
+@dataclass(frozen=True)
+class Grid:
+    header: list[str]
+    rows: list[list[str]]
+
+
+@dataclass(frozen=True)
+class Preformatted:
+    text: str
+
+
+Block = Heading | Paragraph | Items | Grid | Preformatted
+
+
+@dataclass(frozen=True)
+class StudentEntry:
+    """A student's line of the gradebook in summary.json, with the report it points to."""
+    student: str
+    name: str
+    status: str
+    submission: str | None
+    note: str
+    late: bool
+    report: GradeReport | None
+    report_file: str | None  # the report's path in the results folder, as summary.json gives it
+
+
+def page_blocks(assignment: str, entry: StudentEntry) -> list[Block]:
+    blocks: list[Block] = [Heading(1, f"Assignment {assignment}: feedback for {entry.name or entry.student}")]
+    report = entry.report
+    if entry.status == MISSING:
+        return [*blocks, Paragraph("No submission was received, so the score is 0.")]
+    if report is None:  # a grader_error whose report could not be written, or one removed since
+        return [*blocks, Paragraph(grader_failed(f"the report of {entry.submission} cannot be read"))]
+    if report.status == Status.UNGRADABLE:
+        blocks.append(Paragraph(f"Your submission could not be graded, so the score is 0: {report.error}"))
+    elif report.status == Status.GRADER_ERROR:
+        blocks.append(Paragraph(grader_failed(report.error or "unknown error")))
+    else:
+        blocks.append(Paragraph(f"Score: {report.score:g} / {report.max_score:g}"))
+    graded = f"Graded: {entry.submission}" + (" (submitted late)" if entry.late else "")
+    blocks.append(Paragraph(graded + (f". {entry.note}" if entry.note else "")))
+    if report.status != Status.GRADED:
+        return blocks + _notes(report)
+    blocks += [Heading(2, "Parts"),
+               Grid(["part", "score", "what is probably wrong"],
+                    [[part.id, f"{part.score:g} / {part.max_score:g}", part_problem(part)] for part in report.parts])]
+    for part in report.parts:
+        failing = [test for test in part.tests if test.outcome != Outcome.PASSED]
+        if part.score >= part.max_score or not failing:
+            continue
+        blocks.append(Heading(2, f"{part.id}: the checks that failed"))
+        for test in failing:
+            blocks.append(Heading(3, f"{test.name}: {test.outcome}, {test.score:g} / {test.max_score:g}"))
+            if test.hint:
+                blocks.append(Paragraph(f"Probably: {test.hint}"))
+            if test.message:
+                blocks.append(Preformatted(test.message))
+    blocks += _notes(report)
+    if report.output:
+        blocks += [Heading(2, "What your code printed"), Preformatted(report.output)]
+    return blocks
+
+
+def _notes(report: GradeReport) -> list[Block]:
+    if not report.notes:
+        return []
+    counted = [Paragraph("Cells are counted from the top of your notebook, text cells included.")
+               ] if report.submission.endswith(".ipynb") else []
+    return [Heading(2, "Notes on loading your code"), *counted, Items(report.notes)]
+
+
+# ---- HTML ----------------------------------------------------------------------------
+
+_CSS = """
+body { font-family: system-ui, sans-serif; color: #222; max-width: 880px; margin: 2em auto; padding: 0 1em; }
+h2 { border-bottom: 1px solid #ddd; padding-bottom: .2em; margin-top: 1.6em; }
+table { border-collapse: collapse; }
+th, td { padding: .3em .8em; border-bottom: 1px solid #eee; text-align: left; vertical-align: top; }
+td:nth-child(2) { text-align: right; white-space: nowrap; }
+pre { background: #f6f6f6; padding: .6em; overflow-x: auto; white-space: pre-wrap; }
+"""
+
+
+def _h(text: str) -> str:
+    return html.escape(for_terminal(text)).replace("\n", "<br>")
+
+
+def render_html(blocks: list[Block]) -> str:
+    title = next((block.text for block in blocks if isinstance(block, Heading)), "Feedback")
+    body = []
+    for block in blocks:
+        if isinstance(block, Heading):
+            body.append(f"<h{block.level}>{_h(block.text)}</h{block.level}>")
+        elif isinstance(block, Paragraph):
+            body.append(f"<p>{_h(block.text)}</p>")
+        elif isinstance(block, Items):
+            body.append("<ul>" + "".join(f"<li>{_h(item)}</li>" for item in block.items) + "</ul>")
+        elif isinstance(block, Grid):
+            header = "".join(f"<th>{_h(cell)}</th>" for cell in block.header)
+            rows = "".join("<tr>" + "".join(f"<td>{_h(cell)}</td>" for cell in row) + "</tr>" for row in block.rows)
+            body.append(f"<table><thead><tr>{header}</tr></thead><tbody>{rows}</tbody></table>")
+        else:
+            body.append(f"<pre>{html.escape(for_terminal(block.text))}</pre>")
+    return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+            f"<title>{_h(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
+            + "\n".join(body) + "\n</body>\n</html>\n")
+
+
+# ---- Markdown ------------------------------------------------------------------------
+
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+\-!|~&])")
+
+
+def _md(text: str) -> str:
+    """Inline text that Markdown shows as it is: its punctuation escaped (CommonMark lets any
+    be), so a hint quoting ``x[:, 0]`` or ``<script>`` is neither markup nor HTML."""
+    text = _MARKDOWN_SPECIAL.sub(r"\\\1", for_terminal(text))
+    text = re.sub(r"(?m)^(\s*\d+)\.", r"\1\\.", text)  # "1." starting a line would be a list
+    return text.replace("\n", _LINE_BREAK)
+
+
+_LINE_BREAK = "  \n"  # two spaces, then the newline: a line break inside a paragraph
+
+
+def render_markdown(blocks: list[Block]) -> str:
+    def one_line(text: str, joiner: str) -> str:
+        return _md(text).replace(_LINE_BREAK, joiner)
+
+    def row(cells: list[str]) -> str:
+        return "| " + " | ".join(one_line(cell, "; ") for cell in cells) + " |"
+
+    out = []
+    for block in blocks:
+        if isinstance(block, Heading):
+            out.append("#" * block.level + " " + one_line(block.text, " "))
+        elif isinstance(block, Paragraph):
+            out.append(_md(block.text))
+        elif isinstance(block, Items):
+            out.append("\n".join("- " + one_line(item, _LINE_BREAK + "  ") for item in block.items))
+        elif isinstance(block, Grid):
+            out.append("\n".join([row(block.header), "|" + "---|" * len(block.header), *map(row, block.rows)]))
+        else:
+            text = for_terminal(block.text)
+            longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+            fence = "`" * max(3, longest + 1)  # no run of backticks inside can close it
+            out.append(f"{fence}text\n{text}\n{fence}")
+    return "\n\n".join(out) + "\n"
+
+
+# ---- a results folder ----------------------------------------------------------------
+
+
+def page_name(student: str) -> str:
+    """The student's pages, without the suffix: their id, percent-encoded as report names are."""
+    return report_name(Path(student))
+
+
+def read_entries(results: Path) -> tuple[str, list[StudentEntry]]:
+    """The assignment and the gradebook's students of a results folder, each with their report."""
+    try:
+        summary = json.loads((results / "summary.json").read_text(encoding="utf-8"))
+        assignment, gradebook = str(summary["assignment"]), summary["gradebook"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise FeedbackError(f"{results} has no gradebook to write feedback for ({type(exc).__name__}): "
+                            "give a results folder that this grader's `grade batch` wrote") from None
+    entries = []
+    for line in gradebook:
+        report_file = line.get("report")
+        report = read_report(results / report_file) if report_file else None
+        entries.append(StudentEntry(str(line["student"]), str(line.get("name") or ""), line["status"], line.get("submission"),
+                                    line.get("note", ""), bool(line.get("late")), report, report_file))
+    return assignment, entries
+
+
+def write_feedback(results: Path) -> list[Path]:
+    """Every student's pages under ``results/feedback/``, and no other (the pages of students no
+    longer in the gradebook are removed); returns the HTML pages."""
+    assignment, entries = read_entries(results)
+    folder = results / FOLDER
+    pages = {}
+    for entry in entries:
+        blocks = page_blocks(assignment, entry)
+        name = page_name(entry.student)
+        pages[folder / f"{name}.html"] = render_html(blocks)
+        pages[folder / f"{name}.md"] = render_markdown(blocks)
+    for path, text in pages.items():
+        write_atomic(path, text)
+    for stale in [*folder.glob("*.html"), *folder.glob("*.md")]:
+        if stale not in pages:
+            stale.unlink()
+    return [path for path in pages if path.suffix == ".html"]
