@@ -186,7 +186,8 @@ def test_a_stale_notebook_stops_the_release(tmp_path):
 
 def fake_grader(tmp_path: Path, modules: dict[str, str]) -> Path:
     package = tmp_path / "grader"
-    for name, source in {"__init__.py": "from grader.engine.api import grade\n", "assignment.py": "", **modules}.items():
+    for name, source in {"__init__.py": "from grader.engine.api import grade\n", "core/__init__.py": "",
+                         "core/assignment.py": "", "student/__init__.py": "", **modules}.items():
         (package / name).parent.mkdir(parents=True, exist_ok=True)
         (package / name).write_text(source)
     return package
@@ -194,41 +195,45 @@ def fake_grader(tmp_path: Path, modules: dict[str, str]) -> Path:
 
 def test_shipped_modules_are_what_the_entry_imports_transitively(tmp_path):
     package = fake_grader(tmp_path, {
-        "public.py": "from grader import render\n",
-        "render.py": "def table():\n    from grader.sandbox.limits import Limits\n",  # inside a function too
-        "sandbox/__init__.py": "", "sandbox/limits.py": "import torch\n", "api.py": "from reference import x\n",
+        "student/grade.py": "from grader.views import terminal\n",
+        "views/__init__.py": "", "views/terminal.py": "def table():\n    from grader.sandbox.limits import Limits\n",
+        "sandbox/__init__.py": "", "sandbox/limits.py": "import torch\n",  # imported inside a function too
+        "engine/__init__.py": "", "engine/api.py": "from reference import x\n",
     })
     shipped = {path.relative_to(package).as_posix() for path in student_modules(package)}
-    assert shipped == {"public.py", "render.py", "sandbox/__init__.py", "sandbox/limits.py"}
+    assert shipped == {"student/__init__.py", "student/grade.py", "views/__init__.py", "views/terminal.py",
+                       "sandbox/__init__.py", "sandbox/limits.py"}
 
 
 def test_what_the_public_tests_import_of_the_grader_ships_too(tmp_path):
-    package = fake_grader(tmp_path, {"public.py": "", "public_cases.py": "from grader import sanitize\n",
-                                     "sanitize.py": "", "render.py": ""})
+    package = fake_grader(tmp_path, {"student/grade.py": "", "core/public_cases.py": "from grader.core import sanitize\n",
+                                     "core/sanitize.py": "", "views/terminal.py": ""})
     public_test = tmp_path / "test_mha.py"
     public_test.write_text("import torch\nfrom grader.core.public_cases import Cases\nfrom mha import split_heads\n")
     shipped = {path.relative_to(package).as_posix() for path in student_modules(package, [public_test])}
-    assert shipped == {"public.py", "public_cases.py", "sanitize.py"}
+    assert shipped == {"student/__init__.py", "student/grade.py", "core/__init__.py", "core/public_cases.py",
+                       "core/sanitize.py"}
 
 
 @pytest.mark.parametrize("importer, source", [
-    ("public.py", "from grader.source.flags import bounded\n"),  # as grader.core.assemble once did, for one small helper
-    ("helper.py", "def later():\n    import grader.source.evasion\n"),
-    ("helper.py", "from grader.sandbox import hung_calls\n"),
-    ("helper.py", "from grader.source.parsed import ParsedSource\n"),
+    ("student/grade.py", "from grader.source.flags import bounded\n"),  # as assemble once did, for one small helper
+    ("core/helper.py", "def later():\n    import grader.source.evasion\n"),
+    ("core/helper.py", "from grader.sandbox import hung_calls\n"),
+    ("core/helper.py", "from grader.source.parsed import ParsedSource\n"),
+    ("core/helper.py", "from grader.source import parsed\n"),
 ])
 def test_a_module_that_needs_the_trusted_sides_detection_stops_the_release(tmp_path, importer, source):
     package = fake_grader(tmp_path, {
-        "public.py": "from grader import helper\n", importer: source,
-        "flags.py": "from grader.source.evasion import constructs\n", "evasion.py": "", "parsed_source.py": "",
-        "sandbox/__init__.py": "", "sandbox/hung_calls.py": "",
+        "student/grade.py": "from grader.core import helper\n", importer: source,
+        "source/__init__.py": "", "source/flags.py": "from grader.source.evasion import constructs\n",
+        "source/evasion.py": "", "source/parsed.py": "", "sandbox/__init__.py": "", "sandbox/hung_calls.py": "",
     })
     with pytest.raises(ReleaseError, match=rf"{re.escape(str(package / importer))} imports grader\.\w+.*detection"):
         student_modules(package)
 
 
 def test_a_public_test_that_imports_the_trusted_sides_detection_stops_the_release(tmp_path):
-    package = fake_grader(tmp_path, {"public.py": "", "evasion.py": ""})
+    package = fake_grader(tmp_path, {"student/grade.py": "", "source/__init__.py": "", "source/evasion.py": ""})
     public_test = tmp_path / "test_mha.py"
     public_test.write_text("from grader.source.evasion import constructs\n")
     with pytest.raises(ReleaseError, match="test_mha.py imports grader.source.evasion"):
@@ -243,9 +248,9 @@ def test_a_public_test_that_imports_the_trusted_sides_detection_stops_the_releas
 ])
 def test_a_module_that_needs_the_reference_stops_the_release(tmp_path, leak):
     package = fake_grader(tmp_path, {
-        "public.py": "from grader import helper\n",
-        "helper.py": f"def later():\n    {leak}\n",
-        "api.py": "from grader.core.assignment import reference_dir\n",
+        "student/grade.py": "from grader.core import helper\n",
+        "core/helper.py": f"def later():\n    {leak}\n",
+        "engine/__init__.py": "", "engine/api.py": "from grader.core.assignment import reference_dir\n",
     })
     with pytest.raises(ReleaseError, match=r"helper\.py|api\.py"):
         student_modules(package)
@@ -289,7 +294,9 @@ def student_copy(unpacked, tmp_path) -> Path:
 @pytest.mark.slow
 def test_bundle_grader_imports_without_the_reference(unpacked):
     assert "No module named 'reference'" in student_python(unpacked, "-c", "import reference").stderr
-    modules = [f"grader.{path.stem}" for path in (unpacked / "grader").glob("*.py") if path.stem != "__init__"]
+    modules = [".".join(path.relative_to(unpacked).with_suffix("").parts).removesuffix(".__init__")
+               for path in (unpacked / "grader").rglob("*.py")]
+    assert len(modules) > 5
     imported = student_python(unpacked, "-c", f"import sys, {', '.join(modules)}; print(sorted(sys.modules))")
     assert imported.returncode == 0, imported.stderr
     assert "grader.student.grade" in imported.stdout and "reference" not in imported.stdout
