@@ -233,6 +233,52 @@ def test_roundtrip_device_value(pair):
     assert isinstance(result, torch.device)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool])
+def test_roundtrip_meta_tensor_keeps_shape_and_dtype_where_expected(pair, dtype):
+    writer, reader = pair
+    encoder = Encoder()
+    send(writer, {"value": encoder.encode((torch.empty(2, 0, 5, dtype=dtype, device="meta"), torch.device("meta")))},
+         encoder.tensors)
+    header, tensors = recv(reader, deadline=_soon())
+    tensor, device = decode(header["value"], tensors, meta=True)
+    assert encoder.meta and not encoder.tensors  # no data crosses
+    assert tensor.is_meta and tensor.shape == (2, 0, 5) and tensor.dtype == dtype
+    assert device == torch.device("meta")
+
+
+def test_an_encoder_says_whether_it_sent_something_on_the_meta_device():
+    encoder = Encoder()
+    encoder.encode((torch.zeros(2), torch.device("cpu")))
+    assert not encoder.meta
+    encoder.encode({"d": torch.device("meta")})
+    assert encoder.meta
+
+
+@pytest.mark.parametrize("value", [
+    pytest.param({"$meta": [2, 3], "dtype": "float32"}, id="meta-tensor"),
+    pytest.param({"$tuple": [{"$meta": [2], "dtype": "int64"}]}, id="meta-tensor-inside"),
+    pytest.param({"$device": "meta"}, id="meta-device"),
+])
+def test_a_meta_value_is_refused_where_none_is_expected(value):
+    # A reply to an ordinary request: a tensor without data would make the grader's arithmetic raise.
+    with pytest.raises(ProtocolError):
+        decode(value, {})
+
+
+@pytest.mark.parametrize("value", [
+    pytest.param({"$meta": [2, -1], "dtype": "float32"}, id="negative-size"),
+    pytest.param({"$meta": [2**62, 2**62], "dtype": "float32"}, id="huge-size"),
+    pytest.param({"$meta": [2.5], "dtype": "float32"}, id="float-size"),
+    pytest.param({"$meta": "2, 3", "dtype": "float32"}, id="shape-not-a-list"),
+    pytest.param({"$meta": [2], "dtype": "complex64"}, id="dtype-not-allowed"),
+    pytest.param({"$meta": [2]}, id="no-dtype"),
+    pytest.param({"$meta": [1] * 65, "dtype": "float32"}, id="too-many-dimensions"),
+])
+def test_a_malformed_meta_tensor_is_refused(value):
+    with pytest.raises(ProtocolError):
+        decode(value, {}, meta=True)
+
+
 def test_roundtrip_handle(pair):
     result = roundtrip(pair, [Handle(7, "Linear"), (Handle(0, "SGD"),)])
     assert result == [Handle(7, "Linear"), (Handle(0, "SGD"),)]

@@ -17,6 +17,17 @@ MASK_FILL_NOT_NEGATIVE = ("masked scores filled with a value that is not very ne
 FUTURE_VISIBLE = ("mask the scores of every key later than its query before the softmax (a causal mask, True on "
                   "and below the diagonal, cropped to the input's length)")
 
+# Dropout, wherever a part owns it (grader.suite.dropout).
+DROPOUT_UNSCALED = ("dropout survivors are not scaled by 1/(1-p) (each value must keep its expected value): use "
+                    "nn.Dropout or F.dropout, which scale them")
+DROPOUT_RATE_IGNORED = ("dropout does not drop at the rate the module is given (a rate hard-coded, nn.Dropout(0.1), or "
+                        "dropout left out): build it from the constructor's argument, nn.Dropout(dropout)")
+FIXED_DEVICE = "a tensor is created on a fixed device; create it on the input's device"
+
+# A parameter that changes nothing (grader.suite.checks.expect_computes_with); ``{module}`` names it.
+UNUSED_PARAMETERS = ("{module} takes no part in forward: its parameters change nothing in the output; compute "
+                     "with it where the contract says (a projection used twice leaves another unused)")
+
 # What a value that is not the tensor a part returns says about the code (grader.suite.checks.expect_tensor).
 RETURNS_NONE = "the function returns None: return the result (a missing return statement?)"
 RETURNS_SEVERAL = ("return one tensor, not a tuple: the contract returns a single tensor here; drop the extra "
@@ -32,8 +43,7 @@ _EXCEPTION_HINTS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
          "submodule or parameter names differ from the contract (see the assignment's table)"),
         (r"size mismatch for",
          "a parameter has the wrong shape; check the nn.Linear sizes against the contract"),
-        (r"Expected all tensors to be on the same device",
-         "a tensor is created on a fixed device; create it on the input's device"),
+        (r"Expected all tensors to be on the same device|is not on the expected device", FIXED_DEVICE),
         (r"mat1 and mat2 shapes cannot be multiplied|shape '\[.*\]' is invalid for input",
          "the shapes going into a matmul or view are wrong; print them against the docstring"),
         (r"bitwise_not.*not implemented for '(Float|Double|Half)'",

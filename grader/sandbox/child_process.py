@@ -68,13 +68,14 @@ class ChildProcess:
         self._live_child()
 
     def exchange(self, header: dict, tensors: dict[str, torch.Tensor], label: str,
-                 timeout_s: float | None = None) -> tuple[dict, Any]:
+                 timeout_s: float | None = None, meta: bool = False) -> tuple[dict, Any]:
         """Send one request to the live child and wait for its reply, within the call's time
         limit (``timeout_s``, by default ``limits.call_timeout_s``) and what is left of the
         submission's. Returns the reply, with ``operators``: those the child reported as they
         ran (a request that asks to ``record``), and, when its status is OK, its decoded value.
         A child that runs past the deadline, hangs up or sends no valid reply is retired:
-        :class:`StudentTimeout` or :class:`StudentCrashed`."""
+        :class:`StudentTimeout` or :class:`StudentCrashed`. ``meta``: the request sent meta
+        tensors, so the reply may hold some (see :func:`protocol.decode`)."""
         child = self._live_child()
         timeout_s = self.limits.call_timeout_s if timeout_s is None else timeout_s
         deadline, budget_bound = self._deadline(timeout_s)
@@ -87,7 +88,8 @@ class ChildProcess:
                 operators.setdefault(_reported_operator(message[0], header.get("record") is True, events), None)
                 events += 1
             reply, reply_tensors = message
-            value = protocol.decode(reply.get("value"), reply_tensors) if reply.get("status") == Status.OK else None
+            value = protocol.decode(reply.get("value"), reply_tensors, meta=meta) if reply.get("status") == Status.OK \
+                else None
             return dict(reply, operators=list(operators)), value
         except Deadline:
             self._retire()

@@ -4,7 +4,11 @@ A message is a JSON header plus an optional safetensors payload, each length-pre
 Values inside the header are plain JSON, with tagged objects for what JSON lacks:
 ``{"$tensor": key}`` (the tensor ``key`` of the payload), ``{"$tuple": [...]}``,
 ``{"$dict": [[k, v], ...]}``, ``{"$handle": id, "type": name}`` (an object that stays in
-the child), ``{"$dtype": "float32"}`` and ``{"$device": "cpu"}``.
+the child), ``{"$dtype": "float32"}`` and ``{"$device": "cpu"}``. A tensor on the ``meta``
+device (a shape and a dtype, no data) is ``{"$meta": [2, 3], "dtype": "float32"}``: the
+grader sends one to see, on a machine without a GPU, whether code follows its input's
+device; it is decoded only where the receiver expects one (``decode(..., meta=True)``), so
+no reply to an ordinary request can hand the grader a tensor it cannot compute with.
 
 Nothing here can run code on the receiving side: safetensors holds only plain tensors and
 JSON holds only data. What the trusted side receives is bounded (:data:`MAX_HEADER_BYTES`,
@@ -214,9 +218,13 @@ class Encoder:
 
     def __init__(self, to_handle=None):
         self.tensors: dict[str, torch.Tensor] = {}
+        self.meta = False  # whether a meta tensor or the meta device was encoded
         self._to_handle = to_handle
 
     def encode(self, value: Any) -> Any:
+        if isinstance(value, torch.Tensor) and value.is_meta:
+            self.meta = True
+            return {"$meta": list(value.shape), "dtype": str(value.dtype).removeprefix("torch.")}
         if isinstance(value, torch.Tensor):
             key = f"t{len(self.tensors)}"
             # safetensors wants contiguous CPU tensors that share no memory.
@@ -229,6 +237,7 @@ class Encoder:
         if isinstance(value, torch.dtype):
             return {"$dtype": str(value).removeprefix("torch.")}
         if isinstance(value, torch.device):
+            self.meta = self.meta or value.type == "meta"
             return {"$device": str(value)}
         if isinstance(value, (tuple, list)):
             items = [self.encode(item) for item in value]
@@ -240,32 +249,46 @@ class Encoder:
         raise TypeError(f"cannot send a value of type {type(value).__name__}")
 
 
-def _parse_device(text: Any) -> torch.device:
+def _parse_device(text: Any, meta: bool = False) -> torch.device:
     if not isinstance(text, str):
         raise ProtocolError("device is not a string")
     try:
         device = torch.device(text)
     except RuntimeError:
         raise ProtocolError(f"unknown device {text!r}") from None
-    if device.type not in ("cpu", "cuda"):
+    if device.type not in ("cpu", "cuda", *(("meta",) if meta else ())):
         raise ProtocolError(f"unsupported device {text!r}")
     return device
 
 
-def decode(value: Any, tensors: dict[str, torch.Tensor], *, max_depth: int = 64) -> Any:
+def _meta_tensor(value: dict) -> torch.Tensor:
+    shape, dtype = value["$meta"], value.get("dtype")
+    if not (isinstance(shape, list) and len(shape) <= 64 and all(type(n) is int and 0 <= n < 2**40 for n in shape)
+            and isinstance(dtype, str) and dtype in _DTYPES):
+        raise ProtocolError(f"malformed meta tensor {str(value)[:80]!r}")
+    try:
+        return torch.empty(shape, dtype=_DTYPES[dtype], device="meta")
+    except RuntimeError:  # a shape whose size overflows
+        raise ProtocolError(f"malformed meta tensor {str(value)[:80]!r}") from None
+
+
+def decode(value: Any, tensors: dict[str, torch.Tensor], *, max_depth: int = 64, meta: bool = False) -> Any:
     """Inverse of :class:`Encoder`; raises :class:`ProtocolError` on anything unexpected.
 
     Tensors are moved to the device their descriptor names, so a test can check where
-    the student's code put its output.
+    the student's code put its output. ``meta``: meta tensors and the meta device are
+    expected (the reply to a request that sent them); else they are refused.
     """
     if max_depth < 0:
         raise ProtocolError("value nested too deeply")
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, list):
-        return [decode(item, tensors, max_depth=max_depth - 1) for item in value]
+        return [decode(item, tensors, max_depth=max_depth - 1, meta=meta) for item in value]
     if not isinstance(value, dict) or len(value) == 0:
         raise ProtocolError(f"unexpected value {str(value)[:80]!r}")
+    if "$meta" in value and meta:
+        return _meta_tensor(value)
     if "$tensor" in value:
         tensor = tensors.get(value["$tensor"]) if isinstance(value["$tensor"], str) else None
         if type(tensor) is not torch.Tensor:
@@ -279,18 +302,18 @@ def decode(value: Any, tensors: dict[str, torch.Tensor], *, max_depth: int = 64)
             tensor.requires_grad_(True)
         return tensor
     if "$tuple" in value and isinstance(value["$tuple"], list):
-        return tuple(decode(item, tensors, max_depth=max_depth - 1) for item in value["$tuple"])
+        return tuple(decode(item, tensors, max_depth=max_depth - 1, meta=meta) for item in value["$tuple"])
     if "$dict" in value and isinstance(value["$dict"], list):
         result = {}
         for pair in value["$dict"]:
             if not (isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str)):
                 raise ProtocolError("malformed dict entry")
-            result[pair[0]] = decode(pair[1], tensors, max_depth=max_depth - 1)
+            result[pair[0]] = decode(pair[1], tensors, max_depth=max_depth - 1, meta=meta)
         return result
     if "$handle" in value and type(value["$handle"]) is int:
         return Handle(value["$handle"], str(value.get("type", "object"))[:200])
     if "$dtype" in value and isinstance(value["$dtype"], str) and value["$dtype"] in _DTYPES:
         return _DTYPES[value["$dtype"]]
     if "$device" in value:
-        return _parse_device(value["$device"])
+        return _parse_device(value["$device"], meta)
     raise ProtocolError(f"unexpected value {str(value)[:80]!r}")

@@ -188,7 +188,7 @@ class StudentSession:
         timeout_s, shortened = self._hung.timeout_s(
             label, lambda: self._reference_time(label, header.get("target"), args, kwargs, owner))
         try:
-            reply, value = self._process.exchange(header, encoder.tensors, label, timeout_s)
+            reply, value = self._process.exchange(header, encoder.tensors, label, timeout_s, meta=encoder.meta)
         except StudentTimeout as exc:
             self._hung.timed_out(label)
             raise StudentTimeout(f"{exc} ({shortened})" if shortened else str(exc)) from None

@@ -60,6 +60,18 @@ outside the contract makes trusted code raise (that would be a grader error the 
   loss the same code computes.
 - :func:`expect_same_gradients` ``(module, reference, x, grad_output)``: a module holding the
   reference's parameters backpropagates as the reference does (input and every parameter).
+- :func:`expect_follows_device` ``(what, output_on, device, shape=)``: ``output_on(where)`` runs
+  the code with its inputs on ``where`` (the ``meta`` device on a grader without a GPU, so a
+  tensor created on a fixed device shows) and its output must be there, of that shape.
+
+Dropout (:mod:`grader.suite.dropout`), checked once, in the part that owns it, against the
+same part with dropout off, so it holds for every correct way to draw the random numbers:
+:func:`expect_dropout` ``(what, dropped, kept, p, named=DropoutHints(...))``: each element is
+zero or ``kept / (1 - p)``, about a fraction ``p`` zero; :func:`expect_no_dropout_at_zero`:
+built with ``dropout=0.0`` the part drops nothing (else its rate is hard-coded);
+:func:`weights_behind` recovers the attention weights behind an attention's output, so
+dropout on them is seen; :func:`zero_fraction_bounds`. Their hints: ``DROPOUT_UNSCALED``,
+``DROPOUT_RATE_IGNORED``; a device hard-coded: ``FIXED_DEVICE``.
 
 Hints for attention mistakes that several assignments grade, worded once: ``SCALE_BY_LENGTH``,
 ``SCALE_BY_INPUT_WIDTH``, ``MASK_FILL_NOT_NEGATIVE``, ``FUTURE_VISIBLE`` (for
@@ -87,7 +99,15 @@ lazy module (``nn.LazyLinear``) reports ``inspect()["uninitialized"]``; loading 
 materializes it, and :func:`materialized` runs a forward pass before an inspection.
 """
 
-from grader.core.hints import FUTURE_VISIBLE, MASK_FILL_NOT_NEGATIVE, SCALE_BY_INPUT_WIDTH, SCALE_BY_LENGTH
+from grader.core.hints import (
+    DROPOUT_RATE_IGNORED,
+    DROPOUT_UNSCALED,
+    FIXED_DEVICE,
+    FUTURE_VISIBLE,
+    MASK_FILL_NOT_NEGATIVE,
+    SCALE_BY_INPUT_WIDTH,
+    SCALE_BY_LENGTH,
+)
 from grader.sandbox.errors import StudentCrashed, StudentError, StudentException, StudentNotFound, StudentTimeout
 from grader.sandbox.session import Backward
 from grader.suite.checks import (
@@ -100,12 +120,20 @@ from grader.suite.checks import (
     expect_contract_parameters,
     expect_derivative,
     expect_equal,
+    expect_follows_device,
     expect_named_tensors,
     expect_raises,
     expect_same_gradients,
     expect_tensor,
     expect_token_ids,
     is_close,
+)
+from grader.suite.dropout import (
+    DropoutHints,
+    expect_dropout,
+    expect_no_dropout_at_zero,
+    weights_behind,
+    zero_fraction_bounds,
 )
 from grader.suite.part_isolation import (
     GRAPH_CUT,
@@ -134,9 +162,12 @@ __all__ = [
     # checks
     "CheckFailed", "describe_difference", "describe_value", "expect_close", "expect_computes_with",
     "expect_contract_parameters", "expect_causal", "expect_derivative", "expect_equal", "expect_named_tensors",
-    "expect_raises", "expect_same_gradients", "expect_tensor", "expect_token_ids", "is_close",
+    "expect_raises", "expect_same_gradients", "expect_tensor", "expect_token_ids", "is_close", "expect_follows_device",
+    # dropout
+    "DropoutHints", "expect_dropout", "expect_no_dropout_at_zero", "weights_behind", "zero_fraction_bounds",
     # hints for mistakes several assignments grade
-    "FUTURE_VISIBLE", "MASK_FILL_NOT_NEGATIVE", "SCALE_BY_INPUT_WIDTH", "SCALE_BY_LENGTH",
+    "DROPOUT_RATE_IGNORED", "DROPOUT_UNSCALED", "FIXED_DEVICE", "FUTURE_VISIBLE", "MASK_FILL_NOT_NEGATIVE",
+    "SCALE_BY_INPUT_WIDTH", "SCALE_BY_LENGTH",
     # errors from the student's side
     "StudentCrashed", "StudentError", "StudentException", "StudentNotFound", "StudentTimeout",
     # what a test calls

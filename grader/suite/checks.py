@@ -8,6 +8,7 @@ mistake would produce, a ``hint`` that names it. Messages never quote test sourc
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
@@ -50,6 +51,45 @@ def expect_tensor(
         raise CheckFailed(f"{what}: on the wrong device: got {got.device}, expected {torch.device(device)} "
                           "(create tensors on the input's device, never a fixed one)", hint)
     return got
+
+
+# How torch says that a tensor on one device met one on another.
+_DEVICE_MISMATCH = re.compile(r"Expected all tensors to be on the same device|is not on the expected device")
+
+
+def expect_follows_device(
+    what: str,
+    output_on: Callable[[torch.device], Any],
+    device: torch.device,
+    *,
+    shape: tuple[int, ...] | torch.Size | Sequence[tuple[int, ...]],
+    dtype: torch.dtype | None = None,
+) -> None:
+    """The code computes on its input's device: ``output_on(where)`` runs it with its inputs
+    (and module) on ``where`` and returns its output, which must be a tensor of ``shape`` on
+    ``where`` (or a tuple of them, ``shape`` then a tuple of shapes). On a grader without a
+    GPU, ``where`` is the ``meta`` device, which holds no data, so a tensor the code creates
+    on a fixed device (the CPU) shows there as it would on a GPU. Code whose steps need
+    values (``.item()``, a Python branch on a tensor) cannot run on ``meta``; it is run on
+    ``device`` instead, which is all that can be seen then."""
+    where = torch.device("meta") if device.type == "cpu" else device
+    try:
+        got = output_on(where)
+    except StudentException as exc:
+        if _DEVICE_MISMATCH.search(exc.message):
+            raise CheckFailed(f"{what}, its input on the {where.type} device: {exc.type_name}: {exc.message}",
+                              hints.FIXED_DEVICE) from None
+        if where == device or exc.type_name == "NotImplementedError" and "meta" not in exc.message.lower():
+            raise
+        got, where = output_on(device), device
+    several = bool(shape) and not isinstance(shape[0], int)
+    if several and not (isinstance(got, tuple) and len(got) == len(shape)):
+        raise CheckFailed(f"{what}: expected {len(shape)} tensors, got {describe_value(got)}",
+                          _not_a_tensor_hint(got))
+    for value, value_shape in zip(got if several else (got,), shape if several else (shape,)):
+        hint = hints.FIXED_DEVICE if isinstance(value, torch.Tensor) and value.device.type != where.type else None
+        expect_tensor(f"{what}, its input on the {where.type} device", value, device=where, hint=hint)
+        expect_tensor(what, value, shape=value_shape, dtype=dtype)
 
 
 def expect_token_ids(
@@ -249,12 +289,16 @@ def _bounded(items: Sequence[str], most: int, separator: str = ", ") -> str:
     return f"{shown}{separator}and {len(items) - most} more" if len(items) > most else shown
 
 
-def expect_computes_with(what: str, module: Any, reference: torch.nn.Module, forward: Callable[[], Any]) -> None:
+def expect_computes_with(what: str, module: Any, reference: torch.nn.Module, forward: Callable[[], Any], *,
+                         pieces: Collection[str] = ()) -> None:
     """The student's module computes with the parameters it reports (names check, above):
-    holding the reference's parameters by those names, then others, ``forward()`` changes.
-    Whether the output is right is the value tests' to grade: a wrong forward costs points
-    there, once. A forward that raises or returns no tensor is graded there too, and this
-    check then rests on the names alone."""
+    holding the reference's parameters by those names, then others, ``forward()`` changes;
+    and so it does when only the parameters of one of its own submodules change (a ``W_q``
+    the code never calls, its queries computed with ``W_v``), for each submodule not under
+    ``pieces`` (paths of sub-parts graded as parts of their own, ``"heads"``, ``"blocks"``:
+    they are checked there). Whether the output is right is the value tests' to grade: a
+    wrong forward costs points there, once. A forward that raises or returns no tensor is
+    graded there too, and this check then rests on the names alone."""
     parameters = {name: p.detach() for name, p in reference.named_parameters()}
     generator = torch.Generator().manual_seed(0)
     others = {name: p + torch.randn(p.shape, generator=generator, dtype=p.dtype).to(p.device)
@@ -272,6 +316,24 @@ def expect_computes_with(what: str, module: Any, reference: torch.nn.Module, for
         raise CheckFailed(f"{what}: the output stays the same when the module is given other values for the "
                           "parameters it reports", "the module must compute with the parameters it holds "
                           "(registered submodules, used in forward)")
+    # Per submodule, not per parameter: a key projection's bias shifts every score of a row
+    # alike, which the softmax undoes, so it changes nothing in a correct attention.
+    own: dict[str, list[str]] = {}
+    for name in parameters:
+        path = name.rpartition(".")[0]
+        if not any(path == piece or path.startswith(piece + ".") for piece in pieces):
+            own.setdefault(path, []).append(name)
+    for path, names in own.items():
+        try:
+            module.load_parameters({**parameters, **{name: others[name] for name in names}})
+            changed = forward()
+        except StudentException:
+            return
+        if isinstance(changed, torch.Tensor) and changed.shape == before.shape \
+                and torch.equal(before.detach().cpu(), changed.detach().cpu()):
+            shown = path or ", ".join(names)
+            raise CheckFailed(f"{what}: the output stays the same when only {shown}'s parameters change",
+                              hints.UNUSED_PARAMETERS.format(module=shown))
 
 
 def expect_derivative(

@@ -1,0 +1,119 @@
+"""Dropout in training mode, judged from values the grader checks, for every correct way to
+draw the random numbers.
+
+Dropout is random, so a part's output in training mode is not compared with one expected
+value. It is compared, element by element, with what the same part gives with dropout off
+(``kept``: its eval-mode output, or what the grader recovers from it, such as the attention
+weights behind an attention's output, :func:`weights_behind`): each element must be zero or
+``kept / (1 - p)``, and about a fraction ``p`` of them zero. That holds for ``nn.Dropout``,
+``F.dropout``, a mask from ``torch.rand`` or ``torch.bernoulli`` and any generator, and it
+judges the dropout alone: a wrong value elsewhere in the part is in ``kept`` too, and costs
+points in the value tests only. A rate the part ignores (a hard-coded ``nn.Dropout(0.1)``)
+shows with ``p = 0``: the output in training mode must then be the eval-mode one
+(:func:`expect_no_dropout_at_zero`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from grader.core import hints
+from grader.suite.checks import CheckFailed, expect_tensor, is_close
+
+
+@dataclass(frozen=True)
+class DropoutHints:
+    """What a failing dropout check names: ``missing`` (nothing is dropped in training mode),
+    ``misplaced`` (values are dropped, but not the ones the contract drops)."""
+
+    missing: str
+    misplaced: str
+    unscaled: str = hints.DROPOUT_UNSCALED
+    rate: str = hints.DROPOUT_RATE_IGNORED
+
+
+def zero_fraction_bounds(p: float, n: int) -> tuple[float, float]:
+    """Where the fraction of zeros of ``n`` independent elements dropped with probability
+    ``p`` lies: 6 standard deviations either side, plus 0.002 for p near 0 or 1."""
+    half_width = 6 * math.sqrt(p * (1 - p) / n) + 0.002
+    return p - half_width, p + half_width
+
+
+def expect_no_dropout_at_zero(what: str, train: Any, eval_: Any, *, atol: float, rtol: float) -> None:
+    """Built with ``dropout=0.0``, the part gives in training mode what it gives in eval mode
+    (``train``, ``eval_``: its two outputs on one input); else it drops at a rate of its own."""
+    if isinstance(eval_, torch.Tensor) and isinstance(train, torch.Tensor) and not is_close(train, eval_, atol=atol,
+                                                                                             rtol=rtol):
+        raise CheckFailed(f"{what}: built with dropout=0.0, its output in training mode differs from its output "
+                          "in eval mode", hints.DROPOUT_RATE_IGNORED)
+
+
+def expect_dropout(what: str, dropped: Any, kept: torch.Tensor, p: float, *, atol: float, rtol: float,
+                   named: DropoutHints, scales: Sequence[float] = (),
+                   elsewhere: Mapping[str, tuple[Any, torch.Tensor]] | None = None) -> None:
+    """``dropped`` (the part's value in training mode, from the student's process: its shape
+    is checked here first) is ``kept`` (the same value with dropout off) with each element
+    zeroed with probability ``p`` and the others scaled by ``1 / (1 - p)``, or by one of
+    ``scales`` (a student's own dropout function that the part may call, graded elsewhere).
+    Else the hint names the mistake: nothing dropped, survivors not scaled, another rate,
+    one of ``elsewhere`` (hint -> (dropped, kept) of a value where dropout is misplaced, when
+    that value shows the pattern), or ``named.misplaced``."""
+    expect_tensor(what, dropped, shape=kept.shape)
+    scale = 1 / (1 - p)
+    allowed = (scale, *scales)
+    zeros = _dropped_by(dropped, kept, allowed, atol, rtol)
+    low, high = zero_fraction_bounds(p, max(1, _visible(kept, atol).sum().item()))
+    if zeros is not None and low <= zeros <= high:
+        return
+    if is_close(dropped, kept, atol=atol, rtol=rtol):
+        hint = named.missing
+    elif zeros is not None:
+        hint = named.rate
+    elif _dropped_by(dropped, kept, (1.0, 1 - p), atol, rtol) is not None:
+        hint = named.unscaled
+    else:
+        hint = next((name for name, (other, other_kept) in (elsewhere or {}).items()
+                     if isinstance(other, torch.Tensor) and other.shape == other_kept.shape
+                     and _dropped_by(other, other_kept, (*allowed, 1.0), atol, rtol) is not None), named.misplaced)
+    found = f"{zeros:.0%} of them zeroed" if zeros is not None else "other values than zeros and kept ones"
+    raise CheckFailed(f"{what}: expected about {p:.0%} of the values zeroed and the rest multiplied by "
+                      f"1/(1-p) = {scale:g}; found {found}", hint)
+
+
+def _visible(kept: torch.Tensor, atol: float) -> torch.Tensor:
+    """Elements whose dropping shows: far enough from zero."""
+    return kept.detach().double().cpu().abs() > 100 * atol
+
+
+def _dropped_by(dropped: torch.Tensor, kept: torch.Tensor, scales: Sequence[float], atol: float,
+                rtol: float) -> float | None:
+    """The fraction of the visible elements zeroed, when every element of ``dropped`` is zero
+    or ``kept`` times one of ``scales`` (the same for all); else None."""
+    got, want = dropped.detach().double().cpu(), kept.detach().double().cpu()
+    visible = _visible(kept, atol)
+    zero = got.abs() <= atol
+    for scale in scales:
+        survived = (got - scale * want).abs() <= atol + rtol * (scale * want).abs()
+        if bool((zero | survived).all()) and bool(visible.any()):
+            return float(zero[visible].double().mean())
+    return None
+
+
+def weights_behind(output: Any, values: torch.Tensor, *, atol: float) -> torch.Tensor | None:
+    """The weights ``W`` with ``output = W @ values`` (over the last two dimensions; ``values``
+    has at most as many rows as columns, so they are unique), or None when ``output`` is no
+    weighted sum of the rows of ``values`` (within ``atol``). For an attention output and its
+    value vectors these are the attention weights, dropped or not."""
+    if not (isinstance(output, torch.Tensor) and output.is_floating_point()
+            and output.shape[:-1] == values.shape[:-2] + output.shape[-2:-1] and output.shape[-1] == values.shape[-1]):
+        return None
+    got, rows = output.detach().double().cpu(), values.detach().double().cpu()
+    if not bool(torch.isfinite(got).all()):
+        return None
+    solution = torch.linalg.lstsq(rows.transpose(-2, -1), got.transpose(-2, -1)).solution.transpose(-2, -1)
+    return solution if is_close(solution @ rows, got, atol=atol) else None
