@@ -70,7 +70,8 @@ same part with dropout off, so it holds for every correct way to draw the random
 zero or ``kept / (1 - p)``, about a fraction ``p`` zero; :func:`expect_no_dropout_at_zero`:
 built with ``dropout=0.0`` the part drops nothing (else its rate is hard-coded);
 :func:`weights_behind` recovers the attention weights behind an attention's output, so
-dropout on them is seen; :func:`zero_fraction_bounds`. Their hints: ``DROPOUT_UNSCALED``,
+dropout on them is seen; :func:`zero_fraction_bounds`. Values are graded with dropout off:
+:func:`in_eval_mode` ``(module)`` before comparing them. Their hints: ``DROPOUT_UNSCALED``,
 ``DROPOUT_RATE_IGNORED``; a device hard-coded: ``FIXED_DEVICE``.
 
 Hints for attention mistakes that several assignments grade, worded once: ``SCALE_BY_LENGTH``,
@@ -132,6 +133,7 @@ from grader.suite.dropout import (
     DropoutHints,
     expect_dropout,
     expect_no_dropout_at_zero,
+    in_eval_mode,
     weights_behind,
     zero_fraction_bounds,
 )
@@ -164,7 +166,8 @@ __all__ = [
     "expect_contract_parameters", "expect_causal", "expect_derivative", "expect_equal", "expect_named_tensors",
     "expect_raises", "expect_same_gradients", "expect_tensor", "expect_token_ids", "is_close", "expect_follows_device",
     # dropout
-    "DropoutHints", "expect_dropout", "expect_no_dropout_at_zero", "weights_behind", "zero_fraction_bounds",
+    "DropoutHints", "expect_dropout", "expect_no_dropout_at_zero", "in_eval_mode", "weights_behind",
+    "zero_fraction_bounds",
     # hints for mistakes several assignments grade
     "DROPOUT_RATE_IGNORED", "DROPOUT_UNSCALED", "FIXED_DEVICE", "FUTURE_VISIBLE", "MASK_FILL_NOT_NEGATIVE",
     "SCALE_BY_INPUT_WIDTH", "SCALE_BY_LENGTH",

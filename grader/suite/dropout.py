@@ -53,33 +53,35 @@ def expect_no_dropout_at_zero(what: str, train: Any, eval_: Any, *, atol: float,
                           "in eval mode", hints.DROPOUT_RATE_IGNORED)
 
 
-def expect_dropout(what: str, dropped: Any, kept: torch.Tensor, p: float, *, atol: float, rtol: float,
-                   named: DropoutHints, scales: Sequence[float] = (),
+def expect_dropout(what: str, dropped: torch.Tensor | None, kept: torch.Tensor, p: float, *, atol: float,
+                   rtol: float, named: DropoutHints, scales: Sequence[float] = (),
                    elsewhere: Mapping[str, tuple[Any, torch.Tensor]] | None = None) -> None:
-    """``dropped`` (the part's value in training mode, from the student's process: its shape
-    is checked here first) is ``kept`` (the same value with dropout off) with each element
-    zeroed with probability ``p`` and the others scaled by ``1 / (1 - p)``, or by one of
-    ``scales`` (a student's own dropout function that the part may call, graded elsewhere).
-    Else the hint names the mistake: nothing dropped, survivors not scaled, another rate,
-    one of ``elsewhere`` (hint -> (dropped, kept) of a value where dropout is misplaced, when
-    that value shows the pattern), or ``named.misplaced``."""
-    expect_tensor(what, dropped, shape=kept.shape)
+    """``dropped`` (the part's value in training mode: from the student's process, so its
+    shape is checked here first; None when the grader found none of the kind ``kept`` is, such
+    as no attention weights behind an output) is ``kept`` (the same value with dropout off)
+    with each element zeroed with probability ``p`` and the others scaled by ``1 / (1 - p)``,
+    or by one of ``scales`` (those of a student's own dropout function that the part may
+    call, graded in its own part). Else the hint names the mistake: nothing dropped,
+    survivors not scaled, another rate, one of ``elsewhere`` (hint -> (dropped, kept) of a
+    value that shows the pattern when dropout sits there instead), or ``named.misplaced``."""
+    if dropped is not None:
+        expect_tensor(what, dropped, shape=kept.shape)
     scale = 1 / (1 - p)
     allowed = (scale, *scales)
-    zeros = _dropped_by(dropped, kept, allowed, atol, rtol)
-    low, high = zero_fraction_bounds(p, max(1, _visible(kept, atol).sum().item()))
+    zeros = None if dropped is None else _dropped_by(dropped, kept, allowed, atol, rtol)
+    low, high = zero_fraction_bounds(p, max(1, int(_visible(kept, atol).sum())))
     if zeros is not None and low <= zeros <= high:
         return
-    if is_close(dropped, kept, atol=atol, rtol=rtol):
+    if dropped is not None and is_close(dropped, kept, atol=atol, rtol=rtol):
         hint = named.missing
     elif zeros is not None:
         hint = named.rate
-    elif _dropped_by(dropped, kept, (1.0, 1 - p), atol, rtol) is not None:
+    elif dropped is not None and _dropped_by(dropped, kept, (1.0, 1 - p), atol, rtol) is not None:
         hint = named.unscaled
     else:
         hint = next((name for name, (other, other_kept) in (elsewhere or {}).items()
                      if isinstance(other, torch.Tensor) and other.shape == other_kept.shape
-                     and _dropped_by(other, other_kept, (*allowed, 1.0), atol, rtol) is not None), named.misplaced)
+                     and (_dropped_by(other, other_kept, (*allowed, 1.0), atol, rtol) or 0.0) > 0), named.misplaced)
     found = f"{zeros:.0%} of them zeroed" if zeros is not None else "other values than zeros and kept ones"
     raise CheckFailed(f"{what}: expected about {p:.0%} of the values zeroed and the rest multiplied by "
                       f"1/(1-p) = {scale:g}; found {found}", hint)
@@ -87,7 +89,7 @@ def expect_dropout(what: str, dropped: Any, kept: torch.Tensor, p: float, *, ato
 
 def _visible(kept: torch.Tensor, atol: float) -> torch.Tensor:
     """Elements whose dropping shows: far enough from zero."""
-    return kept.detach().double().cpu().abs() > 100 * atol
+    return kept.detach().double().cpu().abs() > 10 * atol
 
 
 def _dropped_by(dropped: torch.Tensor, kept: torch.Tensor, scales: Sequence[float], atol: float,
@@ -104,10 +106,10 @@ def _dropped_by(dropped: torch.Tensor, kept: torch.Tensor, scales: Sequence[floa
     return None
 
 
-def weights_behind(output: Any, values: torch.Tensor, *, atol: float) -> torch.Tensor | None:
+def weights_behind(output: Any, values: torch.Tensor, *, atol: float, rtol: float = 0.0) -> torch.Tensor | None:
     """The weights ``W`` with ``output = W @ values`` (over the last two dimensions; ``values``
     has at most as many rows as columns, so they are unique), or None when ``output`` is no
-    weighted sum of the rows of ``values`` (within ``atol``). For an attention output and its
+    weighted sum of the rows of ``values`` (within ``atol + rtol * |output|``). For an attention output and its
     value vectors these are the attention weights, dropped or not."""
     if not (isinstance(output, torch.Tensor) and output.is_floating_point()
             and output.shape[:-1] == values.shape[:-2] + output.shape[-2:-1] and output.shape[-1] == values.shape[-1]):
@@ -116,4 +118,11 @@ def weights_behind(output: Any, values: torch.Tensor, *, atol: float) -> torch.T
     if not bool(torch.isfinite(got).all()):
         return None
     solution = torch.linalg.lstsq(rows.transpose(-2, -1), got.transpose(-2, -1)).solution.transpose(-2, -1)
-    return solution if is_close(solution @ rows, got, atol=atol) else None
+    return solution if is_close(solution @ rows, got, atol=atol, rtol=rtol) else None
+
+
+def in_eval_mode(module: Any) -> Any:
+    """``module`` (the student's, remote) after ``module.eval()``: a part's values are graded with
+    its dropout off, whatever rate it uses, and its dropout by the checks above, once."""
+    module.method("eval")
+    return module

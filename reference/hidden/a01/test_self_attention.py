@@ -7,6 +7,7 @@ from grader.suite import (
     expect_close,
     expect_computes_with,
     expect_contract_parameters,
+    expect_follows_device,
     expect_tensor,
 )
 from reference.attention import SelfAttention
@@ -92,6 +93,12 @@ def test_self_attention_gradients(student_self_attention, reference_self_attenti
         expect_close(f"gradient of {name}", got.param_grads.get(name), param.grad, atol=1e-4, rtol=1e-3)
 
 
-def test_self_attention_follows_the_input_device(student_self_attention, make_input, device):
+def test_self_attention_follows_the_input_device(student, make_input, device):
     x = make_input(1, 2, D_IN, seed=65)
-    expect_tensor("SelfAttention output", student_self_attention(x), device=device)
+
+    def output_on(where):
+        module = student.new("SelfAttention", D_IN, D_OUT)
+        module.method("to", where)
+        return module(x.to(where))
+
+    expect_follows_device("SelfAttention(x)", output_on, device, shape=(1, 2, D_OUT))

@@ -11,6 +11,7 @@ argument), so every verdict is deterministic.
 import pytest
 import torch
 
+from grader.suite import in_eval_mode
 from reference.masks import CausalSelfAttention
 
 D_IN, D_OUT, CONTEXT = 6, 8, 6
@@ -63,5 +64,6 @@ def reference_csa(device):
 
 @pytest.fixture
 def student_csa(student, reference_csa):
-    """The student's CausalSelfAttention holding the reference's parameters (its own mask)."""
-    return student.new_like(reference_csa, "CausalSelfAttention", D_IN, D_OUT, CONTEXT)
+    """The student's CausalSelfAttention holding the reference's parameters (its own mask), in
+    eval mode: its values are graded without dropout, which is graded on its own."""
+    return in_eval_mode(student.new_like(reference_csa, "CausalSelfAttention", D_IN, D_OUT, CONTEXT))

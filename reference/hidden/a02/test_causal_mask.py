@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from grader.suite import expect_equal, expect_tensor
+from grader.suite import expect_equal, expect_follows_device, expect_tensor
 from reference.hidden.a02 import variants
 from reference.masks import causal_mask
 
@@ -32,4 +32,5 @@ def test_causal_mask_without_a_device_is_on_the_cpu(student):
 
 
 def test_causal_mask_on_the_given_device(student, device):
-    expect_tensor("causal_mask(3, device=device)", student.call("causal_mask", 3, device=device), device=device)
+    expect_follows_device("causal_mask(3, device=device)", lambda where: student.call("causal_mask", 3, device=where),
+                          device, shape=(3, 3), dtype=torch.bool)

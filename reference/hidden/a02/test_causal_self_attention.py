@@ -3,15 +3,22 @@ import torch
 
 from grader.suite import (
     CheckFailed,
+    DropoutHints,
+    StudentError,
     expect_causal,
     expect_close,
     expect_computes_with,
     expect_contract_parameters,
+    expect_dropout,
+    expect_follows_device,
+    expect_no_dropout_at_zero,
     expect_raises,
     expect_same_gradients,
     expect_tensor,
+    in_eval_mode,
     is_close,
     materialized,
+    weights_behind,
 )
 from reference.hidden.a02 import variants
 from reference.hidden.a02.conftest import CONTEXT, D_IN, D_OUT
@@ -22,6 +29,9 @@ pytestmark = pytest.mark.part("CausalSelfAttention")
 # Three projections, a softmax and a matmul in float32: a correct result differs by ~1e-6;
 # the mistakes differ by more than 1e-2 (or by nan rows where a mask blocks everything).
 ATOL, RTOL = 1e-5, 1e-4
+# Attention weights recovered from an output (a least-squares solve against 6 value vectors
+# of width 8): float32 rounding of the output becomes up to ~1e-4 in the weights, in [0, 2].
+WEIGHTS_ATOL, WEIGHTS_RTOL = 1e-3, 1e-3
 
 
 def _params(module):
@@ -46,7 +56,7 @@ def test_csa_has_the_contract_parameters(student, make_input, device):
                           shape_hint="a parameter has the wrong shape: nn.Linear(d_in, d_out)",
                           unexpected_hints={"mask": variants.MASK_NOT_A_BUFFER})
         # The names are the student process's word: the module must compute with them.
-        module = student.new_like(reference, "CausalSelfAttention", D_IN, D_OUT, CONTEXT, qkv_bias=bias)
+        module = in_eval_mode(student.new_like(reference, "CausalSelfAttention", D_IN, D_OUT, CONTEXT, qkv_bias=bias))
         expect_computes_with(f"CausalSelfAttention(qkv_bias={bias})(x)", module, reference, lambda: module(x))
 
 
@@ -58,18 +68,17 @@ def test_csa_mask_is_a_registered_buffer(student, reference_csa, make_input):
     # Which buffers a module has is the student process's word; what it computes is checked:
     # loaded with its mask transposed (the future instead of the past), the module's output
     # must change. Whether the output is right is the value tests' to grade.
-    module = student.new_like(reference_csa, "CausalSelfAttention", D_IN, D_OUT, CONTEXT)
+    module = in_eval_mode(student.new_like(reference_csa, "CausalSelfAttention", D_IN, D_OUT, CONTEXT))
     state = module.method("state_dict")
     mask = state.get("mask") if isinstance(state, dict) else None
     if not (isinstance(mask, torch.Tensor) and mask.dim() >= 2 and tuple(mask.shape[-2:]) == (CONTEXT, CONTEXT)):
         raise CheckFailed(f"CausalSelfAttention.state_dict()['mask']: expected the ({CONTEXT}, {CONTEXT}) causal mask",
                           variants.MASK_NOT_A_BUFFER)
     x = make_input(2, CONTEXT, D_IN, seed=102)
-    before = module(x)
+    what = "CausalSelfAttention(x) loaded with its mask transposed"
+    before = expect_tensor("CausalSelfAttention(x)", module(x), shape=(2, CONTEXT, D_OUT))
     module.method("load_state_dict", {**state, "mask": mask.transpose(-2, -1).contiguous()})
-    after = module(x)
-    if isinstance(before, torch.Tensor) and isinstance(after, torch.Tensor) and before.shape == after.shape \
-            and torch.equal(before, after):
+    if torch.equal(before, expect_tensor(what, module(x), shape=(2, CONTEXT, D_OUT))):
         unmasked = is_close(before, variants.causal_self_attention(_params(reference_csa), x, mask_mode="ignored"),
                             atol=ATOL, rtol=RTOL)
         raise CheckFailed("CausalSelfAttention loaded with its mask transposed: the output stays the same",
@@ -114,7 +123,7 @@ def test_csa_batch_and_length_of_one(student_csa, reference_csa, make_input):
 def test_csa_with_bias(student, make_input, device):
     torch.manual_seed(1)
     reference = CausalSelfAttention(D_IN, D_OUT, CONTEXT, qkv_bias=True).to(device)
-    module = student.new_like(reference, "CausalSelfAttention", D_IN, D_OUT, CONTEXT, qkv_bias=True)
+    module = in_eval_mode(student.new_like(reference, "CausalSelfAttention", D_IN, D_OUT, CONTEXT, qkv_bias=True))
     x = make_input(2, 5, D_IN, seed=93)
     expect_csa("CausalSelfAttention(qkv_bias=True)(x)", module(x), reference, x)
 
@@ -150,18 +159,56 @@ def test_csa_dropout_is_off_in_eval_mode(student, reference_csa, make_input, dev
                  mistakes=mistakes)
 
 
-def test_csa_dropout_is_on_in_training_mode(student, reference_csa, make_input, device, seed_student):
-    module = student.new_like(reference_csa, "CausalSelfAttention", D_IN, D_OUT, CONTEXT, dropout=0.5)
-    x = make_input(2, 5, D_IN, seed=98)
-    seed_student(99)
-    got = module(x)
-    expect_tensor("CausalSelfAttention(dropout=0.5) in training mode", got, shape=(2, 5, D_OUT), device=device)
-    # With half the weights dropped, some output moves by far more than rounding.
-    if torch.allclose(got.detach(), reference_csa(x).detach(), atol=1e-3, rtol=0):
-        raise CheckFailed("CausalSelfAttention(dropout=0.5) in training mode gave the output without dropout",
-                          variants.CSA_NO_DROPOUT)
+@pytest.mark.part("CausalSelfAttention", points=2)
+def test_csa_dropout_zeroes_attention_weights_in_training_mode(student, reference_csa, make_input, seed_student):
+    # Judged against the same module in eval mode, through the attention weights behind its
+    # output (grader.suite.dropout): any correct way of dropping passes, and a mistake in
+    # the weights themselves is in both, graded by the value tests.
+    x = make_input(8, CONTEXT, D_IN, seed=98)
+    outputs = {}
+    for p in (0.0, 0.5):
+        module = student.new_like(reference_csa, "CausalSelfAttention", D_IN, D_OUT, CONTEXT, dropout=p)
+        seed_student(99)
+        what = f"CausalSelfAttention(dropout={p})(x: (8, {CONTEXT}, {D_IN}))"
+        train = expect_tensor(f"{what} in training mode", module(x), shape=(8, CONTEXT, D_OUT))
+        module.method("eval")
+        outputs[p] = train, expect_tensor(f"{what} in eval mode", module(x), shape=(8, CONTEXT, D_OUT))
+    expect_no_dropout_at_zero("CausalSelfAttention(dropout=0.0)", *outputs[0.0], atol=ATOL, rtol=RTOL)
+    train, kept = outputs[0.5]
+    what = "CausalSelfAttention(dropout=0.5) in training mode"
+    values = variants.value_vectors(_params(reference_csa), x)
+    weights = weights_behind(kept, values, atol=ATOL, rtol=RTOL)
+    if weights is None:  # no weighted sum of W_value(x) (the value tests' to grade): only a change shows
+        if is_close(train, kept, atol=ATOL, rtol=RTOL):
+            raise CheckFailed(f"{what}: the output is the one without dropout", variants.CSA_NO_DROPOUT)
+        return
+    expect_dropout(f"{what}: the attention weights behind its output", weights_behind(train, values, atol=ATOL, rtol=RTOL),
+                   weights, 0.5, atol=WEIGHTS_ATOL, rtol=WEIGHTS_RTOL, scales=_own_dropout_scale(student, x.device),
+                   named=DropoutHints(missing=variants.CSA_NO_DROPOUT, misplaced=variants.CSA_DROPOUT_MISPLACED),
+                   elsewhere={variants.CSA_DROPOUT_ON_OUTPUT: (train, kept)})
 
 
-def test_csa_follows_the_input_device(student_csa, make_input, device):
+def _own_dropout_scale(student, device) -> tuple[float, ...]:
+    """How the student's own dropout (the contract lets CausalSelfAttention call it) scales
+    what it keeps at p=0.5, when that is not 2: its mistake costs points in dropout only."""
+    try:
+        got = student.call("dropout", torch.ones(64, device=device), 0.5)
+    except StudentError:
+        return ()
+    if not (isinstance(got, torch.Tensor) and got.shape == (64,) and got.is_floating_point()):
+        return ()
+    kept = got.detach().double().cpu()[got.detach().cpu() != 0]
+    if kept.numel() == 0 or not bool(torch.isfinite(kept).all()) or not bool((kept == kept[0]).all()):
+        return ()
+    return (float(kept[0]),)
+
+
+def test_csa_follows_the_input_device(student, make_input, device):
     x = make_input(1, 3, D_IN, seed=100)
-    expect_tensor("CausalSelfAttention output", student_csa(x), device=device)
+
+    def output_on(where):
+        module = student.new("CausalSelfAttention", D_IN, D_OUT, CONTEXT)
+        module.method("to", where)
+        return module(x.to(where))
+
+    expect_follows_device("CausalSelfAttention(x)", output_on, device, shape=(1, 3, D_OUT))

@@ -8,7 +8,7 @@ from contextlib import contextmanager
 import pytest
 import torch
 
-from grader.suite import CheckFailed, expect_close, expect_equal, expect_raises, expect_tensor
+from grader.suite import CheckFailed, expect_close, expect_equal, expect_follows_device, expect_raises, expect_tensor
 from reference.hidden.a02 import variants
 
 pytestmark = pytest.mark.part("dropout")
@@ -39,8 +39,9 @@ def expect_dropped(what, x, got, p):
 
 def test_dropout_keeps_shape_dtype_and_device(student, seed_student, make_positive, device):
     x = make_positive(3, 4, 5, seed=70)
-    got = call_dropout(student, seed_student, 71, x, 0.5)
-    expect_tensor("dropout(x: (3, 4, 5), 0.5)", got, shape=(3, 4, 5), dtype=torch.float32, device=device)
+    expect_follows_device("dropout(x: (3, 4, 5), 0.5)", lambda where: call_dropout(student, seed_student, 71, x.to(where),
+                                                                                   0.5),
+                          device, shape=(3, 4, 5), dtype=torch.float32)
 
 
 @pytest.mark.part("dropout", points=2)
@@ -103,6 +104,21 @@ def test_dropout_rejects_p_outside_0_1(student, make_positive):
     x = make_positive(2, 3, seed=84)
     for p in (-0.1, 1.5):
         expect_raises(ValueError, f"dropout(x, p={p})", lambda: student.call("dropout", x, p))
+
+
+def test_dropout_drops_other_elements_on_each_call(student, seed_student, make_positive):
+    # Two calls in a row draw from torch's global generator: 600 elements dropped alike by
+    # a correct dropout has probability 2 ** -600.
+    x = make_positive(20, 30, seed=87)
+    seed_student(88)
+    first, second = student.call("dropout", x, 0.5), student.call("dropout", x, 0.5)
+    for got in (first, second):
+        expect_dropped("dropout(x, 0.5)", x, got, 0.5)
+    if not bool((first == 0).any()):
+        raise CheckFailed("dropout(x, 0.5): nothing was zeroed", variants.DROPOUT_NOTHING_DROPPED)
+    if torch.equal(first == 0, second == 0):
+        raise CheckFailed("dropout(x, 0.5) called twice in a row: the same elements were dropped both times",
+                          variants.DROPOUT_SAME_ELEMENTS)
 
 
 def test_dropout_with_the_same_generator_seed_is_reproducible(student, student_generator, make_positive):

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from grader.suite import expect_equal, expect_tensor
+from grader.suite import expect_equal, expect_follows_device, expect_tensor
 from reference.hidden.a02 import variants
 from reference.masks import padding_mask
 
@@ -42,4 +42,6 @@ def test_padding_mask_of_one_token_and_all_padding(student, device):
 
 
 def test_padding_mask_follows_the_input_device(student, device):
-    expect_tensor("padding_mask output", student.call("padding_mask", tokens([[1, 0]], device), 0), device=device)
+    x = tokens([[1, 0]], device)
+    expect_follows_device("padding_mask(tokens, pad_idx=0)", lambda where: student.call("padding_mask", x.to(where), 0),
+                          device, shape=(1, 1, 1, 2), dtype=torch.bool)

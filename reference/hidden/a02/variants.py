@@ -9,13 +9,13 @@ given the same generator). Dropout's mistakes are random, so the suite names the
 
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn.functional as F
 
 # CausalSelfAttention can make 01's attention mistakes too; their hints are re-exported here.
 from grader.suite import FUTURE_VISIBLE, MASK_FILL_NOT_NEGATIVE, SCALE_BY_INPUT_WIDTH, SCALE_BY_LENGTH  # noqa: F401
+# CausalSelfAttention's dropout, judged as every part that owns one is (grader.suite.dropout).
+from grader.suite import DROPOUT_RATE_IGNORED, DROPOUT_UNSCALED, zero_fraction_bounds  # noqa: F401
 from reference.hidden.a01.variants import (  # noqa: F401
     MASK_AFTER_SOFTMAX,
     NO_SCALE,
@@ -49,6 +49,8 @@ DROPOUT_NOTHING_DROPPED = "nothing was zeroed: with training=True each element i
 DROPOUT_P_ONE = "p == 1 divides by zero (0 / 0 = nan): return zeros when p == 1"
 DROPOUT_GENERATOR_IGNORED = ("generator ignored: draw the random numbers from it, "
                              "torch.rand(x.shape, generator=generator, device=x.device)")
+DROPOUT_SAME_ELEMENTS = ("the same elements are dropped on every call: draw new random numbers each time (from "
+                         "torch's global generator when no generator is given), never from a fixed seed")
 
 NO_CAUSAL_MASK = "the causal mask is not applied: position i sees later positions; mask the scores with mask[:T, :T]"
 MASK_NOT_A_BUFFER = ("register the mask with self.register_buffer(\"mask\", causal_mask(context_length)): "
@@ -58,6 +60,10 @@ MASK_BUFFER_UNUSED = ("forward does not use the buffer mask: mask the scores wit
 CSA_DROPOUT_IN_EVAL = ("dropout is active in eval mode (two calls give different outputs): "
                        "pass self.training to dropout, or use nn.Dropout")
 CSA_NO_DROPOUT = "dropout=0.5 changes nothing in training mode: apply dropout to the attention weights"
+CSA_DROPOUT_ON_OUTPUT = ("dropout applied to the output: it belongs on the attention weights, "
+                         "dropout(weights, p, self.training) @ v")
+CSA_DROPOUT_MISPLACED = ("dropout does not zero attention weights: apply it to the weights after the softmax, "
+                         "dropout(weights, p, self.training) @ v")
 
 
 # ---- masks ---------------------------------------------------------------------------------
@@ -122,13 +128,6 @@ def dropout(x: torch.Tensor, p: float, training: bool = True, generator: torch.G
     return x * keep / (1.0 - p)
 
 
-def zero_fraction_bounds(p: float, n: int) -> tuple[float, float]:
-    """Where the fraction of zeros of ``n`` independent elements dropped with probability
-    ``p`` lies: 6 standard deviations either side, plus 0.002 for p near 0 or 1."""
-    half_width = 6 * math.sqrt(p * (1 - p) / n) + 0.002
-    return p - half_width, p + half_width
-
-
 def diagnose_dropout(x: torch.Tensor, got: torch.Tensor, p: float) -> str | None:
     """The named mistake that explains ``got = dropout(x, p)`` in training mode, judged by its
     statistics (``x`` must have no zeros), or None."""
@@ -171,6 +170,11 @@ def causal_self_attention(
     q, k, v = linear("W_query"), linear("W_key"), linear("W_value")  # (B, T, d_out) each
     mask = causal_mask(x.size(1), x.device, kind=mask_kind) if mask is None else mask
     return attention(q, k, v, mask, mask_mode=mask_mode, **attention_change)[0]
+
+
+def value_vectors(params: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+    """W_value(x), (B, T, d_out): the rows an attention output is a weighted sum of."""
+    return F.linear(x, params["W_value.weight"], params.get("W_value.bias"))
 
 
 def causal_self_attention_mistakes(params, x) -> dict:

@@ -8,6 +8,7 @@ scaled up so the softmax is far from uniform and scaling mistakes show in the va
 import pytest
 import torch
 
+from grader.suite import in_eval_mode
 from reference.multihead import MultiHeadAttention
 
 D_MODEL, NUM_HEADS = 24, 3
@@ -27,5 +28,6 @@ def reference_mha(device):
 
 @pytest.fixture
 def student_mha(student, reference_mha):
-    """The student's MultiHeadAttention holding the reference's parameters."""
-    return student.new_like(reference_mha, "MultiHeadAttention", D_MODEL, NUM_HEADS)
+    """The student's MultiHeadAttention holding the reference's parameters, in eval mode: its
+    values are graded without dropout, which is graded on its own."""
+    return in_eval_mode(student.new_like(reference_mha, "MultiHeadAttention", D_MODEL, NUM_HEADS))

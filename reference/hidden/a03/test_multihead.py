@@ -2,14 +2,21 @@ import pytest
 import torch
 
 from grader.suite import (
+    CheckFailed,
+    DropoutHints,
     expect_causal,
     expect_close,
     expect_computes_with,
     expect_contract_parameters,
+    expect_dropout,
+    expect_follows_device,
+    expect_no_dropout_at_zero,
     expect_raises,
     expect_tensor,
+    in_eval_mode,
     is_close,
     materialized,
+    weights_behind,
 )
 from reference.hidden.a03 import variants
 from reference.hidden.a03.conftest import D_MODEL, NUM_HEADS
@@ -20,6 +27,10 @@ pytestmark = pytest.mark.part("MultiHeadAttention")
 # float32 through four projections and a softmax: errors of a correct implementation
 # are ~1e-6 here; the mistakes differ by more than 1e-2.
 ATOL, RTOL = 1e-5, 1e-4
+# Attention weights recovered from an output (W_o undone, then a least-squares solve against
+# 6 value vectors of width 8 per head): float32 rounding of outputs up to ~10 becomes up to
+# ~1e-4 in the weights, which lie in [0, 2].
+WEIGHTS_ATOL, WEIGHTS_RTOL = 1e-3, 1e-3
 
 
 def _params(module):
@@ -36,7 +47,7 @@ def test_mha_has_the_contract_parameters(student, make_input, device):
         expect_contract_parameters(f"MultiHeadAttention(bias={bias})", materialized(fresh, lambda: fresh(x, x, x)),
                           reference, names_hint="use W_q, W_k, W_v, W_o = nn.Linear(d_model, d_model, bias=bias)")
         # The names are the student process's word: the module must compute with them.
-        module = student.new_like(reference, "MultiHeadAttention", D_MODEL, NUM_HEADS, bias=bias)
+        module = in_eval_mode(student.new_like(reference, "MultiHeadAttention", D_MODEL, NUM_HEADS, bias=bias))
         expect_computes_with(f"MultiHeadAttention(bias={bias})(x, x, x)", module, reference, lambda: module(x, x, x))
 
 
@@ -90,12 +101,17 @@ def test_mha_padding_mask(student_mha, reference_mha, make_input, device):
 
 @pytest.mark.part("MultiHeadAttention", points=2)
 def test_mha_gradients(student_mha, reference_mha, make_input):
-    query, memory = make_input(2, 3, D_MODEL, seed=16), make_input(2, 4, D_MODEL, seed=17)
+    inputs = {"query": make_input(2, 3, D_MODEL, seed=16).requires_grad_(True),
+              "key": make_input(2, 4, D_MODEL, seed=17).requires_grad_(True),
+              "value": make_input(2, 4, D_MODEL, seed=15).requires_grad_(True)}
     grad_output = make_input(2, 3, D_MODEL, seed=18, scale=1.0)
-    query.requires_grad_(True)
-    reference_mha(query, memory, memory).backward(grad_output)
-    got = student_mha.backward(query, memory, memory, grad_output=grad_output)
-    expect_close("gradient of the loss w.r.t. the query", got.input_grads[0], query.grad, atol=1e-4, rtol=1e-3)
+    reference_mha(*inputs.values()).backward(grad_output)
+    got = student_mha.backward(*inputs.values(), grad_output=grad_output)
+    for (name, tensor), grad in zip(inputs.items(), got.input_grads):
+        if grad is None or isinstance(grad, torch.Tensor) and grad.shape == tensor.shape and not bool(grad.any()):
+            raise CheckFailed(f"MultiHeadAttention(query, key, value): no gradient reached the {name}",
+                              variants.INPUT_DETACHED)
+        expect_close(f"gradient of the loss w.r.t. the {name}", grad, tensor.grad, atol=1e-4, rtol=1e-3)
     for name, param in reference_mha.named_parameters():
         expect_close(f"gradient of {name}", got.param_grads.get(name), param.grad, atol=1e-4, rtol=1e-3)
 
@@ -108,9 +124,45 @@ def test_mha_dropout_is_off_in_eval_mode(student, reference_mha, make_input, dev
                  atol=ATOL, rtol=RTOL)
 
 
-def test_mha_follows_the_input_device(student_mha, make_input, device):
+@pytest.mark.part("MultiHeadAttention", points=2)
+def test_mha_dropout_zeroes_attention_weights_in_training_mode(student, reference_mha, make_input):
+    # Judged against the same module in eval mode, through the attention weights behind its
+    # output (grader.suite.dropout): any correct way of dropping passes, and a mistake in the
+    # weights themselves is in both, graded by the value tests.
+    x = make_input(4, 6, D_MODEL, seed=22)
+    outputs = {}
+    for p in (0.0, 0.5):
+        module = student.new_like(reference_mha, "MultiHeadAttention", D_MODEL, NUM_HEADS, dropout=p)
+        what = f"MultiHeadAttention(dropout={p})(x, x, x)"
+        train = expect_tensor(f"{what} in training mode", module(x, x, x), shape=x.shape)
+        module.method("eval")
+        outputs[p] = train, expect_tensor(f"{what} in eval mode", module(x, x, x), shape=x.shape)
+    expect_no_dropout_at_zero("MultiHeadAttention(dropout=0.0)", *outputs[0.0], atol=ATOL, rtol=RTOL)
+    train, kept = outputs[0.5]
+    what = "MultiHeadAttention(dropout=0.5) in training mode"
+    params = _params(reference_mha)
+    values = variants.head_values(params, x, NUM_HEADS)
+    weights = weights_behind(variants.heads_behind(params, kept, NUM_HEADS), values, atol=ATOL, rtol=RTOL)
+    if weights is None:  # not W_o of weighted sums of W_v(x) (the value tests' to grade): only a change shows
+        if is_close(train, kept, atol=ATOL, rtol=RTOL):
+            raise CheckFailed(f"{what}: the output is the one without dropout", variants.DROPOUT_MISSING)
+        return
+    dropped = weights_behind(variants.heads_behind(params, train, NUM_HEADS), values, atol=ATOL, rtol=RTOL)
+    expect_dropout(f"{what}: the attention weights behind its output", dropped, weights, 0.5, atol=WEIGHTS_ATOL,
+                   rtol=WEIGHTS_RTOL, named=DropoutHints(missing=variants.DROPOUT_MISSING,
+                                                         misplaced=variants.DROPOUT_MISPLACED),
+                   elsewhere={variants.DROPOUT_ON_OUTPUT: (train, kept)})
+
+
+def test_mha_follows_the_input_device(student, make_input, device):
     x = make_input(1, 2, D_MODEL, seed=20)
-    expect_tensor("MultiHeadAttention output", student_mha(x, x, x), device=device)
+
+    def output_on(where):
+        module = student.new("MultiHeadAttention", D_MODEL, NUM_HEADS)
+        module.method("to", where)
+        return module(*(x.to(where),) * 3)
+
+    expect_follows_device("MultiHeadAttention(x, x, x)", output_on, device, shape=(1, 2, D_MODEL))
 
 
 def test_mha_rejects_indivisible_model_dimension(student):

@@ -11,7 +11,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from grader.suite import MASK_FILL_NOT_NEGATIVE
+from grader.suite import DROPOUT_RATE_IGNORED, DROPOUT_UNSCALED, MASK_FILL_NOT_NEGATIVE  # noqa: F401
 from reference.multihead import combine_heads, split_heads
 
 NO_TRANSPOSE_SPLIT = "heads split with view and no transpose: features of different heads are mixed"
@@ -26,6 +26,13 @@ MASK_AFTER_SOFTMAX = "mask applied after the softmax: mask the scores before it,
 MASK_NOT_AS_GIVEN = ("the mask is not applied as given: fill the scores where mask is False with float('-inf') "
                      "before the softmax; it broadcasts to (B, H, T_q, T_k) as it is")
 NO_OUTPUT_PROJECTION = "the output projection W_o is not applied after combining the heads"
+DROPOUT_MISSING = ("dropout=0.5 changes nothing in training mode: apply nn.Dropout(dropout) to the attention "
+                   "weights, after the softmax")
+DROPOUT_MISPLACED = ("dropout does not zero attention weights: apply it to the weights after the softmax, "
+                     "dropout(weights) @ v")
+DROPOUT_ON_OUTPUT = "dropout applied to the output: it belongs on the attention weights, dropout(weights) @ v"
+INPUT_DETACHED = ("an input gets no gradient: forward must not cut the graph from the query, key or value "
+                  "(.detach(), torch.no_grad(), .data)")
 
 
 def split_without_transpose(x: torch.Tensor, num_heads: int) -> torch.Tensor:
@@ -73,6 +80,19 @@ def multi_head_attention(
         weights = weights.masked_fill(~mask, 0.0)
     heads = combine(weights @ v)  # (B, T_q, D)
     return linear("W_o", heads) if output_projection else heads
+
+
+def head_values(params: dict[str, torch.Tensor], value: torch.Tensor, num_heads: int) -> torch.Tensor:
+    """split_heads(W_v(value)), (B, H, T_k, d_k): the rows each head's output is a weighted sum of."""
+    return split_heads(F.linear(value, params["W_v.weight"], params.get("W_v.bias")), num_heads)
+
+
+def heads_behind(params: dict[str, torch.Tensor], output: torch.Tensor, num_heads: int) -> torch.Tensor:
+    """The heads (B, H, T_q, d_k) that W_o projected to ``output`` (a checked tensor): W_o undone."""
+    weight, bias = params["W_o.weight"].double(), params.get("W_o.bias")
+    shifted = output.detach().double() - (0 if bias is None else bias.double())
+    combined = torch.linalg.solve(weight, shifted.transpose(-2, -1)).transpose(-2, -1)  # (B, T_q, D)
+    return split_heads(combined, num_heads)
 
 
 def mistakes(params, query, key, value, num_heads, mask=None) -> dict:

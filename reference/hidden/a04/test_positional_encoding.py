@@ -3,11 +3,16 @@ import torch
 
 from grader.suite import (
     CheckFailed,
+    DropoutHints,
     StudentError,
     StudentException,
     expect_close,
+    expect_dropout,
+    expect_follows_device,
+    expect_no_dropout_at_zero,
     expect_raises,
     expect_tensor,
+    in_eval_mode,
     is_close,
 )
 from reference.hidden.a04 import variants
@@ -22,9 +27,11 @@ ATOL = 1e-5
 
 
 def _module(student, device, **kwargs):
+    """A new PositionalEncoding on ``device``, in eval mode: its values are graded without
+    dropout, which is graded on its own (``test_pe_dropout_in_training_mode``)."""
     module = student.new("PositionalEncoding", D_MODEL, max_len=MAX_LEN, **kwargs)
     module.method("to", device)
-    return module
+    return in_eval_mode(module)
 
 
 def _table_added(student, device) -> torch.Tensor | None:
@@ -44,9 +51,17 @@ def _table_added(student, device) -> torch.Tensor | None:
 
 def _tables(student, device) -> list[torch.Tensor]:
     """The right answers for ``x + pe[:T]``: the reference table, and (part isolation: a
-    wrong sinusoidal_encoding costs points in that part only) the student's own table."""
-    own = _table_added(student, device)
-    return [sinusoidal_encoding(MAX_LEN, D_MODEL).to(device)] + ([own] if own is not None else [])
+    wrong sinusoidal_encoding costs points in that part only) the table the student's own
+    sinusoidal_encoding returns, which PositionalEncoding may hold. Never the table the
+    module itself adds: a module that adds nothing, or a table of its own, is wrong here."""
+    try:
+        own = student.call("sinusoidal_encoding", MAX_LEN, D_MODEL)
+    except StudentError:
+        own = None
+    if isinstance(own, torch.Tensor) and own.is_floating_point() and tuple(own.shape) == (MAX_LEN, D_MODEL) \
+            and bool(torch.isfinite(own).all()):
+        return [sinusoidal_encoding(MAX_LEN, D_MODEL).to(device), own.detach().float().to(device)]
+    return [sinusoidal_encoding(MAX_LEN, D_MODEL).to(device)]
 
 
 def _expect_the_buffer_is_added(module, x: torch.Tensor) -> torch.Tensor:
@@ -79,9 +94,11 @@ def _expect_sum(what, got, x, tables):
     for table in tables:
         if is_close(got, variants.positional_encoding(x, table), atol=ATOL):
             return
-    table = tables[-1]
-    expect_close(what, got, variants.positional_encoding(x, table), atol=ATOL,
-                 mistakes=variants.positional_encoding_mistakes(x, table))
+    # A table of the module's own (not its sinusoidal_encoding's) with a layout mistake is named too.
+    wrong_tables = {hint: (lambda table=table: variants.positional_encoding(x, table()))
+                    for hint, table in variants.encoding_mistakes(MAX_LEN, D_MODEL).items()}
+    expect_close(what, got, variants.positional_encoding(x, tables[0]), atol=ATOL,
+                 mistakes={**variants.positional_encoding_mistakes(x, tables[-1]), **wrong_tables})
 
 
 @pytest.mark.part("PositionalEncoding", points=2)
@@ -172,29 +189,25 @@ def test_pe_dropout_is_off_in_eval_mode(student, make_input, device):
 
 
 def test_pe_dropout_in_training_mode(student, make_input, device):
-    # 3200 elements, p=0.5: the fraction dropped is 0.5 +- 0.009 (one standard deviation),
-    # so [0.4, 0.6] fails a correct module with probability ~1e-28.
-    module = _module(student, device, dropout=0.5)
+    # 3200 elements, p=0.5, judged against the same module in eval mode (grader.suite.dropout):
+    # each output zero or twice x + pe[:T], about half of them zero (within 6 standard deviations).
     x = make_input(4, 50, D_MODEL, seed=44)
-    got = module(x)
-    expect_tensor("PositionalEncoding(dropout=0.5)(x: (4, 50, 16)) in training mode", got, shape=x.shape)
-    got = got.detach()
-    base = variants.positional_encoding(x, _tables(student, device)[-1])  # x + pe[:T], no dropout
-    kept = got != 0
-    dropped = 1.0 - kept.float().mean().item()
-    if 0.4 <= dropped <= 0.6 and is_close(got[kept], 2 * base[kept], atol=2 * ATOL):
-        return
-    hint = None
-    if is_close(got, base, atol=ATOL):
-        hint = variants.DROPOUT_MISSING
-    elif 0.4 <= dropped <= 0.6 and is_close(got[kept], base[kept], atol=ATOL):
-        hint = variants.DROPOUT_UNSCALED
-    elif 0.4 <= ((got - x).abs() < ATOL).float().mean().item() <= 0.6:
-        hint = variants.DROPOUT_ON_PE_ONLY
-    raise CheckFailed("PositionalEncoding(dropout=0.5) in training mode: expected about half of x + pe[:T] "
-                      f"zeroed and the rest multiplied by 2 (1/(1-p)); {dropped:.0%} of the output is zero", hint)
+    outputs = {}
+    for p in (0.0, 0.5):
+        module = _module(student, device, dropout=p)
+        what = f"PositionalEncoding(dropout={p})(x: (4, 50, 16))"
+        kept = expect_tensor(f"{what} in eval mode", module(x), shape=x.shape)
+        module.method("train")
+        outputs[p] = expect_tensor(f"{what} in training mode", module(x), shape=x.shape), kept
+    expect_no_dropout_at_zero("PositionalEncoding(dropout=0.0)", *outputs[0.0], atol=ATOL, rtol=0)
+    train, kept = outputs[0.5]
+    expect_dropout("PositionalEncoding(dropout=0.5) in training mode", train, kept, 0.5, atol=2 * ATOL, rtol=1e-6,
+                   named=DropoutHints(missing=variants.DROPOUT_MISSING, misplaced=variants.DROPOUT_MISPLACED,
+                                      unscaled=variants.DROPOUT_UNSCALED),
+                   elsewhere={variants.DROPOUT_ON_PE_ONLY: (train - x, kept - x)})
 
 
 def test_pe_follows_the_input_device(student, make_input, device):
-    module = _module(student, device)
-    expect_tensor("PositionalEncoding output", module(make_input(1, 3, D_MODEL, seed=45)), device=device)
+    x = make_input(1, 3, D_MODEL, seed=45)
+    expect_follows_device("PositionalEncoding(x)", lambda where: _module(student, where)(x.to(where)), device,
+                          shape=(1, 3, D_MODEL))

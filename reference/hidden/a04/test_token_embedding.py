@@ -4,7 +4,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from grader.suite import expect_close, expect_computes_with, expect_contract_parameters, expect_tensor
+from grader.suite import (
+    expect_close,
+    expect_computes_with,
+    expect_contract_parameters,
+    expect_follows_device,
+    expect_tensor,
+)
 from reference.hidden.a04 import variants
 from reference.hidden.a04.conftest import D_MODEL, PAD, VOCAB
 from reference.positions import TokenEmbedding
@@ -72,5 +78,12 @@ def test_token_embedding_gradients(student_embedding, reference_embedding, make_
                  mistakes={variants.NO_PADDING_IDX: weight.grad})
 
 
-def test_token_embedding_follows_the_input_device(student_embedding, make_tokens, device):
-    expect_tensor("TokenEmbedding output", student_embedding(make_tokens(1, 3, seed=55)), device=device)
+def test_token_embedding_follows_the_input_device(student, make_tokens, device):
+    tokens = make_tokens(1, 3, seed=55)
+
+    def output_on(where):
+        module = student.new("TokenEmbedding", VOCAB, D_MODEL, padding_idx=PAD)
+        module.method("to", where)
+        return module(tokens.to(where))
+
+    expect_follows_device("TokenEmbedding(tokens)", output_on, device, shape=(1, 3, D_MODEL))

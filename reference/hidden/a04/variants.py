@@ -11,6 +11,8 @@ import math
 import torch
 import torch.nn.functional as F
 
+from grader.suite import DROPOUT_RATE_IGNORED  # noqa: F401  (PositionalEncoding's dropout, grader.suite.dropout)
+
 CONCATENATED = ("sin and cos concatenated ([sin..., cos...]) instead of interleaved: "
                 "sin goes to the even features PE[:, 0::2], cos to the odd ones PE[:, 1::2]")
 SWAPPED = "sin and cos swapped: sin goes to the even features (2i), cos to the odd ones (2i+1)"
@@ -38,6 +40,7 @@ DROPOUT_ON_PE_ONLY = "dropout applied to pe only: apply it to the sum, dropout(x
 DROPOUT_MISSING = "no dropout in training mode: apply nn.Dropout(dropout) to x + pe[:T]"
 DROPOUT_UNSCALED = "dropout survivors are not scaled by 1/(1-p): use nn.Dropout, which does"
 DROPOUT_IN_EVAL = "dropout is still active in eval mode: use nn.Dropout (it follows module.eval())"
+DROPOUT_MISPLACED = "dropout does not zero values of x + pe[:T]: return dropout(x + pe[:T]) with nn.Dropout(dropout)"
 
 EMBEDDING_NOT_SCALED = "the embeddings are not scaled: return embedding(tokens) * sqrt(d_model)"
 EMBEDDING_SCALED_BY_D_MODEL = "the embeddings are scaled by d_model instead of sqrt(d_model)"
