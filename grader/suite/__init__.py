@@ -95,7 +95,9 @@ Stock pieces: build a composite part with :func:`new_graded_like` (``student.new
 ``stock=[StockPiece("FeedForward", build)]``): a piece whose parameter names differ from the
 contract's is replaced, in the student's process, by grader-owned code holding the
 reference's weights (:func:`with_stock` does it to a module already built), and
-:func:`noting_stock` adds ``STOCK_REPLACED`` to the hint of a check that fails on it. A
+:func:`noting_stock` adds ``STOCK_REPLACED`` to the hint of a check that fails on it. The
+names then cost points where the piece's own class is graded; when the student never wrote that
+class, :func:`expect_replaced_pieces_written` charges them to the part that holds the piece. A
 lazy module (``nn.LazyLinear``) reports ``inspect()["uninitialized"]``; loading parameters
 materializes it, and :func:`materialized` runs a forward pass before an inspection.
 """
@@ -158,6 +160,7 @@ from grader.suite.part_isolation import (
     randomize_norms,
     with_stock,
 )
+from grader.suite.piece_classes import expect_replaced_pieces_written
 from grader.suite.student_protocol import Remote, Student
 
 __all__ = [
@@ -179,5 +182,6 @@ __all__ = [
     "GRAPH_CUT", "PIECE_RAISES", "PIECES_DIFFER", "BlackBox", "Piece", "PieceUnusable", "black_box", "call_part",
     "describe_piece", "diagnosing", "expect_gradients", "expect_wiring", "randomize_norms",
     # stock pieces and lazy modules
-    "STOCK_REPLACED", "StockPiece", "materialized", "new_graded_like", "noting_stock", "with_stock",
+    "STOCK_REPLACED", "StockPiece", "expect_replaced_pieces_written", "materialized", "new_graded_like", "noting_stock",
+    "with_stock",
 ]

@@ -17,13 +17,25 @@ weights: a stock piece (``stock.py``) takes its place (``grader.suite.new_graded
 
 import dataclasses
 import functools
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
 from torch import nn
 
-from grader.suite import Piece, Remote, StockPiece, black_box, randomize_norms
+from grader.suite import (
+    CheckFailed,
+    Piece,
+    PieceUnusable,
+    Remote,
+    StockPiece,
+    StudentError,
+    black_box,
+    in_eval_mode,
+    is_close,
+    randomize_norms,
+)
 from reference.hidden.a05 import stock, variants
 from reference.layers import DecoderLayer, EncoderLayer, FeedForward, Transformer
 from reference.masks import causal_mask, padding_mask
@@ -91,27 +103,75 @@ def stock_pieces(student) -> list[StockPiece]:
                 "StockMultiHeadAttention", mha.W_q.in_features, mha.num_heads, mha.dropout.p, mha.W_q.bias is not None))]
 
 
+# The student's modules holding the reference's parameters, in eval mode: values are graded
+# without dropout, which each part that owns one has a test of its own for.
+
+
 @pytest.fixture
 def student_ffn(student, reference_ffn):
-    return student.new_like(reference_ffn, "FeedForward", D_MODEL, D_FF)
+    return in_eval_mode(student.new_like(reference_ffn, "FeedForward", D_MODEL, D_FF))
 
 
 @pytest.fixture
 def student_encoder_layer(new_graded, reference_encoder_layer):
-    return new_graded(reference_encoder_layer, "EncoderLayer", D_MODEL, NUM_HEADS, D_FF)
+    return in_eval_mode(new_graded(reference_encoder_layer, "EncoderLayer", D_MODEL, NUM_HEADS, D_FF))
 
 
 @pytest.fixture
 def student_decoder_layer(new_graded, reference_decoder_layer):
-    return new_graded(reference_decoder_layer, "DecoderLayer", D_MODEL, NUM_HEADS, D_FF)
+    return in_eval_mode(new_graded(reference_decoder_layer, "DecoderLayer", D_MODEL, NUM_HEADS, D_FF))
 
 
 @pytest.fixture
 def student_transformer(new_graded, reference_transformer):
-    return new_graded(reference_transformer, "Transformer", SRC_VOCAB, TGT_VOCAB, dropout=0.0, **TRANSFORMER_ARGS)
+    return in_eval_mode(new_graded(reference_transformer, "Transformer", SRC_VOCAB, TGT_VOCAB, dropout=0.0,
+                                   **TRANSFORMER_ARGS))
 
 
 SHAPE_HINT = "a parameter has the wrong shape; check the nn.Linear sizes against the contract"
+# The classes of the pieces a layer may hold a stock piece for, with the arguments that build
+# the student's own (grader.suite.expect_replaced_pieces_written).
+PIECE_CLASSES = {"FeedForward": (D_MODEL, D_FF), "MultiHeadAttention": (D_MODEL, NUM_HEADS)}
+
+
+def pieces_in_eval_mode(layer: Remote, names: tuple[str, ...]) -> None:
+    """The layer's attention and feed-forward modules in eval mode, the layer as it is: in
+    training mode only the layer's own dropout then acts (its pieces' is theirs to grade). A
+    piece the layer names otherwise stays as it is."""
+    for name in names:
+        try:
+            layer.attr(name).method("eval")
+        except StudentError:
+            pass
+
+
+def expect_sublayers_dropped(what: str, train: torch.Tensor, kept: torch.Tensor, wiring: Callable[..., torch.Tensor],
+                             mistakes: Callable[[dict], dict], modules: dict) -> None:
+    """``train``: the layer's output with dropout p=1 in training mode (its pieces in eval mode),
+    ``kept``: in eval mode; ``modules``: its pieces as black boxes and the reference's norms.
+    Dropout on every sublayer's output, before the residual, zeroes what the sublayer adds:
+    what is left is the wiring of the norms alone, the contract's (``wiring(**modules)``) or,
+    when the layer's values show one, a wiring mistake's (``mistakes(modules)``: graded by the
+    value tests, it costs nothing here)."""
+    def adds_nothing(first, *_):
+        return torch.zeros_like(first)
+
+    sublayers = {name: adds_nothing for name in ("self_attn", "cross_attn", "ffn") if name in modules}
+    with torch.no_grad():
+        if is_close(train, wiring(**{**modules, **sublayers}), atol=1e-5, rtol=1e-4):
+            return
+        for hint, made in mistakes(modules).items():
+            try:
+                shown = made()
+            except (StudentError, PieceUnusable):  # the student's pieces, called here: this mistake explains nothing
+                continue
+            if is_close(kept, shown, atol=1e-5, rtol=1e-4):
+                if is_close(train, mistakes({**modules, **sublayers})[hint](), atol=1e-5, rtol=1e-4):
+                    return
+    hint = variants.DROPOUT_MISSING_IN_LAYER if is_close(train, kept, atol=1e-5, rtol=1e-4) \
+        else variants.DROPOUT_MISPLACED_IN_LAYER
+    raise CheckFailed(f"{what}: with dropout=1.0 every sublayer's output is zeroed before the residual, so the "
+                      "output should be the norms of the input alone", hint)
 
 
 # ---- the student's modules as black boxes ---------------------------------------------------------

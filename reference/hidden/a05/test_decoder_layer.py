@@ -6,15 +6,19 @@ from grader.suite import (
     diagnosing,
     expect_computes_with,
     expect_contract_parameters,
+    expect_follows_device,
     expect_gradients,
+    expect_no_dropout_at_zero,
+    expect_replaced_pieces_written,
     expect_tensor,
     expect_wiring,
+    in_eval_mode,
     materialized,
     noting_stock,
 )
 from reference.hidden.a05 import variants
-from reference.hidden.a05.conftest import (D_FF, D_MODEL, NUM_HEADS, SHAPE_HINT, attention_pieces, decoder_modules,
-                                           ffn_piece)
+from reference.hidden.a05.conftest import (D_FF, D_MODEL, NUM_HEADS, PIECE_CLASSES, SHAPE_HINT, attention_pieces,
+                                           decoder_modules, expect_sublayers_dropped, ffn_piece, pieces_in_eval_mode)
 from reference.layers import DecoderLayer
 
 pytestmark = pytest.mark.part("DecoderLayer")
@@ -40,16 +44,22 @@ def _expect_layer(what, layer, reference, x, memory, tgt_mask=None, memory_mask=
                       unusable_hint=variants.PIECES_UNUSABLE)
 
 
-def test_decoder_layer_has_the_contract_parameters(new_for_names, new_graded, reference_decoder_layer, make_input):
-    # The layer's own names; its pieces' names are graded where the pieces are (stock pieces).
+def test_decoder_layer_has_the_contract_parameters(student, new_for_names, new_graded, reference_decoder_layer,
+                                                   make_input):
+    # The layer's own names; its pieces' names are graded where the pieces are (stock pieces),
+    # when the student wrote those pieces' classes.
     x, memory = make_input(2, 3, D_MODEL, seed=200), make_input(2, 4, D_MODEL, seed=201)
+    expect_replaced_pieces_written(f"DecoderLayer({D_MODEL}, {NUM_HEADS}, {D_FF})",
+                                   student, student.new("DecoderLayer", D_MODEL, NUM_HEADS, D_FF),
+                                   reference_decoder_layer, PIECE_CLASSES, names_hint=f"use the contract's submodules: {NAMES}")
     layer = new_for_names(reference_decoder_layer, "DecoderLayer", D_MODEL, NUM_HEADS, D_FF)
     expect_contract_parameters(f"DecoderLayer({D_MODEL}, {NUM_HEADS}, {D_FF})",
                                materialized(layer, lambda: layer(x, memory)), DecoderLayer(D_MODEL, NUM_HEADS, D_FF),
                                names_hint=f"use the contract's submodules: {NAMES}", shape_hint=SHAPE_HINT)
     # The names are the student process's word: the module must compute with them.
-    layer = new_graded(reference_decoder_layer, "DecoderLayer", D_MODEL, NUM_HEADS, D_FF)
-    expect_computes_with("DecoderLayer(x, memory)", layer, reference_decoder_layer, lambda: layer(x, memory))
+    layer = in_eval_mode(new_graded(reference_decoder_layer, "DecoderLayer", D_MODEL, NUM_HEADS, D_FF))
+    expect_computes_with("DecoderLayer(x, memory)", layer, reference_decoder_layer, lambda: layer(x, memory),
+                         pieces=("self_attn", "cross_attn", "ffn"))
 
 
 def test_decoder_layer_shape(student_decoder_layer, make_input):
@@ -87,6 +97,25 @@ def test_decoder_layer_dropout_is_off_in_eval_mode(new_graded, reference_decoder
     _expect_layer("DecoderLayer(dropout=0.5) in eval mode", layer, reference_decoder_layer, x, memory)
 
 
+def test_decoder_layer_dropout_on_each_sublayer_in_training_mode(new_graded, reference_decoder_layer, make_input):
+    # The layer's own dropout, its pieces in eval mode (theirs is graded where they are).
+    x, memory = make_input(2, 4, D_MODEL, seed=95), make_input(2, 6, D_MODEL, seed=96)
+    sublayers = ("self_attn", "cross_attn", "ffn")
+    outputs = {}
+    for p in (0.0, 1.0):
+        layer = in_eval_mode(new_graded(reference_decoder_layer, "DecoderLayer", D_MODEL, NUM_HEADS, D_FF, dropout=p))
+        what = f"DecoderLayer(dropout={p})(x, memory)"
+        kept = expect_tensor(f"{what} in eval mode", layer(x, memory), shape=x.shape)
+        layer.method("train")
+        pieces_in_eval_mode(layer, sublayers)
+        outputs[p] = expect_tensor(f"{what} in training mode", layer(x, memory), shape=x.shape), kept
+    expect_no_dropout_at_zero("DecoderLayer(dropout=0.0)", *outputs[0.0], atol=ATOL, rtol=RTOL)
+    modules = decoder_modules(layer, reference_decoder_layer)
+    expect_sublayers_dropped("DecoderLayer(dropout=1.0) in training mode", *outputs[1.0],
+                             lambda **modules: variants.decoder_layer(x, memory, None, None, **modules),
+                             lambda modules: variants.decoder_mistakes(x, memory, None, None, modules), modules)
+
+
 def test_decoder_layer_gradients_reach_every_submodule(student_decoder_layer, reference_decoder_layer, make_input):
     x = make_input(2, 4, D_MODEL, seed=90).requires_grad_(True)
     memory = make_input(2, 6, D_MODEL, seed=91).requires_grad_(True)
@@ -95,6 +124,12 @@ def test_decoder_layer_gradients_reach_every_submodule(student_decoder_layer, re
                      inputs={0: ("the input x", GRAPH_CUT), 1: ("memory", variants.CROSS_OVER_OWN_STATES)})
 
 
-def test_decoder_layer_follows_the_input_device(student_decoder_layer, make_input, device):
+def test_decoder_layer_follows_the_input_device(student, make_input, device):
     x, memory = make_input(1, 2, D_MODEL, seed=93), make_input(1, 3, D_MODEL, seed=94)
-    expect_tensor("DecoderLayer output", student_decoder_layer(x, memory), device=device)
+
+    def output_on(where):
+        layer = student.new("DecoderLayer", D_MODEL, NUM_HEADS, D_FF)
+        layer.method("to", where)
+        return layer(x.to(where), memory.to(where))
+
+    expect_follows_device("DecoderLayer(x, memory)", output_on, device, shape=(1, 2, D_MODEL))

@@ -6,15 +6,19 @@ from grader.suite import (
     diagnosing,
     expect_computes_with,
     expect_contract_parameters,
+    expect_follows_device,
     expect_gradients,
+    expect_no_dropout_at_zero,
+    expect_replaced_pieces_written,
     expect_tensor,
     expect_wiring,
+    in_eval_mode,
     materialized,
     noting_stock,
 )
 from reference.hidden.a05 import variants
-from reference.hidden.a05.conftest import (D_FF, D_MODEL, NUM_HEADS, SHAPE_HINT, attention_pieces, encoder_modules,
-                                           ffn_piece)
+from reference.hidden.a05.conftest import (D_FF, D_MODEL, NUM_HEADS, PIECE_CLASSES, SHAPE_HINT, attention_pieces,
+                                           encoder_modules, expect_sublayers_dropped, ffn_piece, pieces_in_eval_mode)
 from reference.layers import EncoderLayer
 
 pytestmark = pytest.mark.part("EncoderLayer")
@@ -37,16 +41,21 @@ def _expect_layer(what, layer, reference, x, mask=None):
                       unusable_hint=variants.PIECES_UNUSABLE)
 
 
-def test_encoder_layer_has_the_contract_parameters(new_for_names, new_graded, reference_encoder_layer, make_input):
-    # The layer's own names; its pieces' names are graded where the pieces are (stock pieces).
+def test_encoder_layer_has_the_contract_parameters(student, new_for_names, new_graded, reference_encoder_layer,
+                                                   make_input):
+    # The layer's own names; its pieces' names are graded where the pieces are (stock pieces),
+    # when the student wrote those pieces' classes.
     x = make_input(2, 3, D_MODEL, seed=200)
+    expect_replaced_pieces_written(f"EncoderLayer({D_MODEL}, {NUM_HEADS}, {D_FF})",
+                                   student, student.new("EncoderLayer", D_MODEL, NUM_HEADS, D_FF),
+                                   reference_encoder_layer, PIECE_CLASSES, names_hint=f"use the contract's submodules: {NAMES}")
     layer = new_for_names(reference_encoder_layer, "EncoderLayer", D_MODEL, NUM_HEADS, D_FF)
     expect_contract_parameters(f"EncoderLayer({D_MODEL}, {NUM_HEADS}, {D_FF})", materialized(layer, lambda: layer(x)),
                                EncoderLayer(D_MODEL, NUM_HEADS, D_FF),
                                names_hint=f"use the contract's submodules: {NAMES}", shape_hint=SHAPE_HINT)
     # The names are the student process's word: the module must compute with them.
-    layer = new_graded(reference_encoder_layer, "EncoderLayer", D_MODEL, NUM_HEADS, D_FF)
-    expect_computes_with("EncoderLayer(x)", layer, reference_encoder_layer, lambda: layer(x))
+    layer = in_eval_mode(new_graded(reference_encoder_layer, "EncoderLayer", D_MODEL, NUM_HEADS, D_FF))
+    expect_computes_with("EncoderLayer(x)", layer, reference_encoder_layer, lambda: layer(x), pieces=("self_attn", "ffn"))
 
 
 def test_encoder_layer_shape(student_encoder_layer, make_input):
@@ -80,11 +89,36 @@ def test_encoder_layer_dropout_is_off_in_eval_mode(new_graded, reference_encoder
     _expect_layer("EncoderLayer(dropout=0.5) in eval mode", layer, reference_encoder_layer, x)
 
 
+def test_encoder_layer_dropout_on_each_sublayer_in_training_mode(new_graded, reference_encoder_layer, make_input):
+    # The layer's own dropout, its pieces in eval mode (theirs is graded where they are).
+    x = make_input(2, 5, D_MODEL, seed=78)
+    outputs = {}
+    for p in (0.0, 1.0):
+        layer = in_eval_mode(new_graded(reference_encoder_layer, "EncoderLayer", D_MODEL, NUM_HEADS, D_FF, dropout=p))
+        what = f"EncoderLayer(dropout={p})(x)"
+        kept = expect_tensor(f"{what} in eval mode", layer(x), shape=x.shape)
+        layer.method("train")
+        pieces_in_eval_mode(layer, ("self_attn", "ffn"))
+        outputs[p] = expect_tensor(f"{what} in training mode", layer(x), shape=x.shape), kept
+    expect_no_dropout_at_zero("EncoderLayer(dropout=0.0)", *outputs[0.0], atol=ATOL, rtol=RTOL)
+    modules = encoder_modules(layer, reference_encoder_layer)
+    expect_sublayers_dropped("EncoderLayer(dropout=1.0) in training mode", *outputs[1.0],
+                             lambda **modules: variants.encoder_layer(x, None, **modules),
+                             lambda modules: variants.encoder_mistakes(x, None, modules), modules)
+
+
 def test_encoder_layer_gradients_reach_every_submodule(student_encoder_layer, reference_encoder_layer, make_input):
     x = make_input(2, 4, D_MODEL, seed=75).requires_grad_(True)
     expect_gradients("EncoderLayer", student_encoder_layer, reference_encoder_layer, (x,),
                      make_input(2, 4, D_MODEL, seed=76), inputs={0: ("the input x", GRAPH_CUT)})
 
 
-def test_encoder_layer_follows_the_input_device(student_encoder_layer, make_input, device):
-    expect_tensor("EncoderLayer output", student_encoder_layer(make_input(1, 2, D_MODEL, seed=77)), device=device)
+def test_encoder_layer_follows_the_input_device(student, make_input, device):
+    x = make_input(1, 2, D_MODEL, seed=77)
+
+    def output_on(where):
+        layer = student.new("EncoderLayer", D_MODEL, NUM_HEADS, D_FF)
+        layer.method("to", where)
+        return layer(x.to(where))
+
+    expect_follows_device("EncoderLayer(x)", output_on, device, shape=(1, 2, D_MODEL))

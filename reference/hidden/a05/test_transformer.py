@@ -9,9 +9,11 @@ from grader.suite import (
     expect_causal,
     expect_computes_with,
     expect_contract_parameters,
+    expect_follows_device,
     expect_gradients,
     expect_tensor,
     expect_wiring,
+    in_eval_mode,
     materialized,
     noting_stock,
 )
@@ -90,8 +92,10 @@ def test_transformer_has_the_contract_parameters(new_for_names, new_graded, refe
                                names_hint=f"use the contract's submodules: {NAMES}", shape_hint=SHAPE_HINT,
                                ignore=("pos_encoding.pe",))
     # The names are the student process's word: the module must compute with them.
-    model = new_graded(reference_transformer, "Transformer", SRC_VOCAB, TGT_VOCAB, dropout=0.0, **TRANSFORMER_ARGS)
-    expect_computes_with("Transformer(src, tgt_in)", model, reference_transformer, lambda: _forward(model, src, tgt_in))
+    model = in_eval_mode(new_graded(reference_transformer, "Transformer", SRC_VOCAB, TGT_VOCAB, dropout=0.0,
+                                    **TRANSFORMER_ARGS))
+    expect_computes_with("Transformer(src, tgt_in)", model, reference_transformer, lambda: _forward(model, src, tgt_in),
+                         pieces=("src_embed", "tgt_embed", "encoder_layers", "decoder_layers"))
 
 
 def test_transformer_forward_shape(student_transformer, make_tokens):
@@ -187,6 +191,12 @@ def test_transformer_gradients_reach_every_submodule(student_transformer, refere
                      make_input(2, 5, TGT_VOCAB, seed=114), inputs={})
 
 
-def test_transformer_follows_the_input_device(student_transformer, make_tokens, device):
+def test_transformer_follows_the_input_device(student, make_tokens, device):
     src, tgt_in = _tokens(make_tokens, seed=116)
-    expect_tensor("Transformer output", student_transformer(src, tgt_in), device=device)
+
+    def output_on(where):
+        model = student.new("Transformer", SRC_VOCAB, TGT_VOCAB, dropout=0.0, **TRANSFORMER_ARGS)
+        model.method("to", where)
+        return model(src.to(where), tgt_in.to(where))
+
+    expect_follows_device("Transformer(src, tgt_in)", output_on, device, shape=(*tgt_in.shape, TGT_VOCAB))

@@ -16,6 +16,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
+from grader.suite import DROPOUT_RATE_IGNORED, DROPOUT_UNSCALED  # noqa: F401  (grader.suite.dropout)
 from grader.suite import FUTURE_VISIBLE as _future_visible
 
 # The notes that part isolation adds to these hints (tests/test_grade_05.py names them).
@@ -29,6 +30,8 @@ GELU = "GELU instead of ReLU: the paper's feed-forward network uses ReLU (torch.
 DROPOUT_ON_OUTPUT = "dropout applied to the output: it belongs between relu and linear2"
 DROPOUT_ON_INPUT = "dropout applied to the input: it belongs between relu and linear2"
 DROPOUT_MISSING = "no dropout in training mode: linear2(dropout(relu(linear1(x)))) with nn.Dropout(dropout)"
+DROPOUT_MISPLACED = ("dropout does not zero the hidden values relu(linear1(x)): it belongs between relu and "
+                     "linear2, linear2(dropout(relu(linear1(x))))")
 
 # ---- EncoderLayer and DecoderLayer ---------------------------------------------------------
 PRE_NORM = ("pre-norm (x + sublayer(norm(x))) instead of post-norm: as in the paper, each sublayer is "
@@ -40,6 +43,11 @@ CROSS_OVER_OWN_STATES = ("cross-attention over the decoder's own states: queries
                          "and values from memory, cross_attn(x, memory, memory, memory_mask)")
 CROSS_USES_SELF_ATTN = "cross-attention uses self_attn: call the second attention module, cross_attn"
 NO_CROSS_ATTENTION = "the decoder never attends to memory: add the cross-attention sublayer after self-attention"
+
+DROPOUT_MISSING_IN_LAYER = ("no dropout on the sublayers in training mode: each sublayer is "
+                            "x = norm(x + dropout(sublayer(x))), with nn.Dropout(dropout)")
+DROPOUT_MISPLACED_IN_LAYER = ("dropout does not zero each sublayer's output before the residual: "
+                              "x = norm(x + dropout(sublayer(x)))")
 
 PIECES_UNUSABLE = ("your modules cannot be combined as the contract says ({error}): each MultiHeadAttention, "
                    "FeedForward and layer must return one tensor of the contract's shape")
