@@ -314,7 +314,10 @@ class _Server:
 
     def _op_call(self, header: dict, tensors: dict):
         function, args, kwargs = self._resolve(header, tensors)
-        return function(*args, **kwargs)
+        if not any(tensor.is_meta for tensor in _tensors((args, kwargs))):
+            return function(*args, **kwargs)
+        with (_CompiledCodeOnTheInputsDevice if "torch._dynamo" in sys.modules else _OnTheInputsDevice)():
+            return function(*args, **kwargs)
 
     def _op_backward(self, header: dict, tensors: dict):
         """Call, then backpropagate ``grad_output``; return output, input and parameter grads."""
@@ -443,6 +446,40 @@ class _OpRecorder(TorchDispatchMode):
         if type(self).__dict__.get("__torch_dispatch__") is not _RECORD.get(type(self)):
             self._note("the recording's own code was replaced")
         return list(self._evidence)[:8]
+
+
+class _OnTheInputsDevice(TorchDispatchMode):
+    """A call the grader makes on the ``meta`` device (its stand-in for a GPU, which it may not
+    have) fails where a GPU would: an operator that takes a tensor of another device, one the
+    code made on a fixed device (``torch.arange(T)`` for positions), raises as CUDA does. Meta
+    kernels check that themselves for elementwise operators; these are those that do not."""
+
+    STRICT = frozenset({"aten::embedding", "aten::index_select", "aten::mm", "aten::bmm", "aten::addmm",
+                        "aten::baddbmm", "aten::addbmm", "aten::cat", "aten::_softmax", "aten::_log_softmax",
+                        "aten::native_layer_norm"})
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        return False  # as for the recorder: no torch._dynamo imports for a mode that only checks devices
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func._schema.name in self.STRICT:
+            devices = {str(tensor.device) for tensor in _tensors((args, kwargs)) if tensor.dim() > 0}
+            if len(devices) > 1:
+                raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, "
+                                   f"{' and '.join(sorted(devices))}! (in {func._schema.name})")
+        return func(*args, **kwargs)
+
+
+class _CompiledCodeOnTheInputsDevice(_OnTheInputsDevice):
+    """As :class:`_CompiledCodeRecorder` is to the recorder."""
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        return True
+
+    __torch_dispatch__ = _OnTheInputsDevice.__torch_dispatch__
 
 
 class _CompiledCodeRecorder(_OpRecorder):

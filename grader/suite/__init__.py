@@ -98,6 +98,8 @@ reference's weights (:func:`with_stock` does it to a module already built), and
 :func:`noting_stock` adds ``STOCK_REPLACED`` to the hint of a check that fails on it. The
 names then cost points where the piece's own class is graded; when the student never wrote that
 class, :func:`expect_replaced_pieces_written` charges them to the part that holds the piece. A
+bias the contract's layer lacks is loaded as zero for the values (:func:`without_unexpected_biases`),
+so the names check charges it once. A
 lazy module (``nn.LazyLinear``) reports ``inspect()["uninitialized"]``; loading parameters
 materializes it, and :func:`materialized` runs a forward pass before an inspection.
 """
@@ -160,7 +162,7 @@ from grader.suite.part_isolation import (
     randomize_norms,
     with_stock,
 )
-from grader.suite.piece_classes import expect_replaced_pieces_written
+from grader.suite.contract_parameters import expect_replaced_pieces_written, without_unexpected_biases
 from grader.suite.student_protocol import Remote, Student
 
 __all__ = [
@@ -183,5 +185,5 @@ __all__ = [
     "describe_piece", "diagnosing", "expect_gradients", "expect_wiring", "randomize_norms",
     # stock pieces and lazy modules
     "STOCK_REPLACED", "StockPiece", "expect_replaced_pieces_written", "materialized", "new_graded_like", "noting_stock",
-    "with_stock",
+    "with_stock", "without_unexpected_biases",
 ]

@@ -19,7 +19,7 @@ import pytest
 import torch
 from torch import nn
 
-from grader.suite import Remote, StockPiece, randomize_norms
+from grader.suite import Remote, StockPiece, in_eval_mode, randomize_norms, without_unexpected_biases
 from reference.gpt import GPT, MLP, Block, Head, MultiHead
 from reference.hidden.a07 import stock
 
@@ -27,6 +27,10 @@ D_MODEL, NUM_HEADS, CONTEXT, VOCAB, NUM_LAYERS = 16, 2, 8, 11, 2
 HEAD_SIZE = D_MODEL // NUM_HEADS
 GPT_ARGS = (VOCAB, D_MODEL, NUM_HEADS, NUM_LAYERS, CONTEXT)
 SHAPE_HINT = "a parameter has the wrong shape; check the nn.Linear and nn.Embedding sizes against the contract"
+# The classes of the pieces a part may hold a stock piece for, with the arguments that build
+# the student's own (grader.suite.expect_replaced_pieces_written).
+PIECE_CLASSES = {"Head": (D_MODEL, HEAD_SIZE, CONTEXT), "MultiHead": (D_MODEL, NUM_HEADS, CONTEXT), "MLP": (D_MODEL,),
+                 "Block": (D_MODEL, NUM_HEADS, CONTEXT)}
 STOCK_SOURCE = Path(stock.__file__).read_text(encoding="utf-8")
 
 
@@ -90,29 +94,35 @@ def stock_pieces_of(student) -> list[StockPiece]:
             StockPiece("MLP", lambda mlp: remote().method("StockMLP", mlp.fc.in_features))]
 
 
+# The student's modules holding the reference's parameters (a bias the contract leaves out at
+# zero: its names test charges it), in eval mode: the numbers are graded with dropout off, as
+# the README says; each part that owns a dropout has a test of its own for it.
+
+
 @pytest.fixture
 def student_head(student, reference_head):
-    return student.new_like(reference_head, "Head", D_MODEL, HEAD_SIZE, CONTEXT)
+    return in_eval_mode(without_unexpected_biases(student.new_like(reference_head, "Head", D_MODEL, HEAD_SIZE,
+                                                                   CONTEXT), reference_head))
 
 
 @pytest.fixture
 def student_mlp(student, reference_mlp):
-    return student.new_like(reference_mlp, "MLP", D_MODEL)
+    return in_eval_mode(student.new_like(reference_mlp, "MLP", D_MODEL))
 
 
 @pytest.fixture
 def student_multihead(new_graded, reference_multihead):
-    return new_graded(reference_multihead, "MultiHead", D_MODEL, NUM_HEADS, CONTEXT)
+    return in_eval_mode(new_graded(reference_multihead, "MultiHead", D_MODEL, NUM_HEADS, CONTEXT))
 
 
 @pytest.fixture
 def student_block(new_graded, reference_block):
-    return new_graded(reference_block, "Block", D_MODEL, NUM_HEADS, CONTEXT)
+    return in_eval_mode(new_graded(reference_block, "Block", D_MODEL, NUM_HEADS, CONTEXT))
 
 
 @pytest.fixture
 def student_gpt(new_graded, reference_gpt):
-    return new_graded(reference_gpt, "GPT", *GPT_ARGS)
+    return in_eval_mode(without_unexpected_biases(new_graded(reference_gpt, "GPT", *GPT_ARGS), reference_gpt))
 
 
 @pytest.fixture

@@ -7,15 +7,18 @@ from grader.suite import (
     diagnosing,
     expect_computes_with,
     expect_contract_parameters,
+    expect_follows_device,
     expect_gradients,
+    expect_replaced_pieces_written,
     expect_tensor,
     expect_wiring,
+    in_eval_mode,
     materialized,
     noting_stock,
 )
 from reference.gpt import Block
 from reference.hidden.a07 import variants
-from reference.hidden.a07.conftest import CONTEXT, D_MODEL, NUM_HEADS, SHAPE_HINT
+from reference.hidden.a07.conftest import CONTEXT, D_MODEL, NUM_HEADS, PIECE_CLASSES, SHAPE_HINT
 
 pytestmark = pytest.mark.part("Block")
 
@@ -47,15 +50,19 @@ def expect_block(what: str, block, reference: Block, x) -> None:
                       unusable_hint=variants.PIECES_UNUSABLE)
 
 
-def test_block_has_the_contract_parameters(new_for_names, new_graded, reference_block, make_input):
-    # The block's own names; its pieces' names are graded where the pieces are (stock pieces).
+def test_block_has_the_contract_parameters(student, new_for_names, new_graded, reference_block, make_input):
+    # The block's own names; its pieces' names are graded where the pieces are (stock pieces),
+    # when the student wrote those pieces' classes.
     x = make_input(2, CONTEXT, D_MODEL, seed=500)
+    expect_replaced_pieces_written(f"Block({D_MODEL}, {NUM_HEADS}, {CONTEXT})", student,
+                                   student.new("Block", D_MODEL, NUM_HEADS, CONTEXT), reference_block, PIECE_CLASSES,
+                                   names_hint=f"use the contract's submodules: {NAMES}")
     block = new_for_names(reference_block, "Block", D_MODEL, NUM_HEADS, CONTEXT)
     expect_contract_parameters(f"Block({D_MODEL}, {NUM_HEADS}, {CONTEXT})", materialized(block, lambda: block(x)),
                                reference_block, names_hint=f"use the contract's submodules: {NAMES}",
                                shape_hint=SHAPE_HINT)
-    block = new_graded(reference_block, "Block", D_MODEL, NUM_HEADS, CONTEXT)
-    expect_computes_with("Block(x)", block, reference_block, lambda: block(x))
+    block = in_eval_mode(new_graded(reference_block, "Block", D_MODEL, NUM_HEADS, CONTEXT))
+    expect_computes_with("Block(x)", block, reference_block, lambda: block(x), pieces=("attn", "mlp"))
 
 
 def test_block_shape(student_block, make_input):
@@ -88,5 +95,12 @@ def test_block_gradients_reach_every_submodule(student_block, reference_block, m
                      inputs={0: ("the input x", GRAPH_CUT)})
 
 
-def test_block_follows_the_input_device(student_block, make_input, device):
-    expect_tensor("Block output", student_block(make_input(1, CONTEXT, D_MODEL, seed=508)), device=device)
+def test_block_follows_the_input_device(student, make_input, device):
+    x = make_input(1, CONTEXT, D_MODEL, seed=508)
+
+    def output_on(where):
+        block = student.new("Block", D_MODEL, NUM_HEADS, CONTEXT)
+        block.method("to", where)
+        return block(x.to(where))
+
+    expect_follows_device("Block(x)", output_on, device, shape=(1, CONTEXT, D_MODEL))

@@ -1,3 +1,6 @@
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -5,21 +8,27 @@ import torch.nn.functional as F
 from grader.suite import (
     CheckFailed,
     Piece,
+    StudentError,
     black_box,
     diagnosing,
     expect_close,
     expect_computes_with,
     expect_contract_parameters,
+    expect_follows_device,
     expect_gradients,
     expect_raises,
+    expect_replaced_pieces_written,
     expect_tensor,
     expect_wiring,
+    in_eval_mode,
     materialized,
     noting_stock,
+    without_unexpected_biases,
 )
 from reference.gpt import GPT
 from reference.hidden.a07 import stock, variants
-from reference.hidden.a07.conftest import CONTEXT, GPT_ARGS, NUM_LAYERS, SHAPE_HINT, STOCK_SOURCE, VOCAB
+from reference.hidden.a07.conftest import (CONTEXT, GPT_ARGS, NUM_LAYERS, PIECE_CLASSES, SHAPE_HINT, STOCK_SOURCE,
+                                           VOCAB)
 
 pytestmark = pytest.mark.part("GPT")
 
@@ -37,6 +46,30 @@ def own_modules(model, reference: GPT) -> dict:
     return dict(token_embedding=reference.token_embedding, position_embedding=reference.position_embedding,
                 blocks=[black_box(blocks.method("__getitem__", i), reference.blocks[i]) for i in range(NUM_LAYERS)],
                 ln_f=reference.ln_f, lm_head=reference.lm_head)
+
+
+def tied(model) -> bool:
+    """Whether the model's lm_head.weight is its token_embedding.weight: its state dict (the
+    student process's word, enough to name a failure) holds one matrix under both names."""
+    try:
+        state = model.method("state_dict")
+    except StudentError:
+        return False
+    embedding, head = (state.get(name) if isinstance(state, dict) else None
+                       for name in ("token_embedding.weight", "lm_head.weight"))
+    return (isinstance(embedding, torch.Tensor) and isinstance(head, torch.Tensor) and embedding.shape == head.shape
+            and torch.equal(embedding, head))
+
+
+@contextmanager
+def naming_tying(model) -> Iterator[None]:
+    """A check that fails on a tied model (one matrix cannot hold the reference's two) says so."""
+    try:
+        yield
+    except CheckFailed as failure:
+        if variants.WEIGHT_TYING not in (failure.hint or "") and tied(model):
+            raise CheckFailed(failure.message, variants.WEIGHT_TYING, failure.flags) from None
+        raise
 
 
 def logits_of(what: str, out, batch: int, length: int) -> torch.Tensor:
@@ -66,21 +99,25 @@ def expect_gpt(what: str, model, reference: GPT, idx: torch.Tensor, targets: tor
     with noting_stock(model), diagnosing(pieces):
         out = model(idx) if targets is None else model(idx, targets)
         logits = logits_of(what, out, *idx.shape)
+        mistakes = {**variants.gpt_mistakes(idx, modules),
+                     **variants.tied_mistakes(idx, modules, reference.lm_head.weight.detach())}
         expect_wiring(what, logits, reference(idx)[0], lambda: variants.gpt(idx, modules), atol=ATOL, rtol=RTOL,
-                      mistakes=variants.gpt_mistakes(idx, modules), pieces=pieces,
+                      mistakes=mistakes, pieces=pieces,
                       unusable_hint=variants.PIECES_UNUSABLE, fallback_hint=variants.GPT_WIRING)
     return out
 
 
-def test_gpt_has_the_contract_parameters(new_for_names, new_graded, reference_gpt, make_tokens):
+def test_gpt_has_the_contract_parameters(student, new_for_names, new_graded, reference_gpt, make_tokens):
     idx = make_tokens(2, CONTEXT, seed=600)
+    expect_replaced_pieces_written(f"GPT{GPT_ARGS}", student, student.new("GPT", *GPT_ARGS), reference_gpt,
+                                   PIECE_CLASSES, names_hint=f"use the contract's submodules: {NAMES}")
     model = new_for_names(reference_gpt, "GPT", *GPT_ARGS)
-    expect_contract_parameters(f"GPT{GPT_ARGS}", materialized(model, lambda: model(idx)), reference_gpt,
-                               names_hint=f"use the contract's submodules: {NAMES}", shape_hint=SHAPE_HINT,
-                               unexpected_hints={"lm_head.bias": "lm_head has no bias: nn.Linear(d_model, "
-                                                                 "vocab_size, bias=False)"})
-    model = new_graded(reference_gpt, "GPT", *GPT_ARGS)
-    expect_computes_with("GPT(idx)", model, reference_gpt, lambda: model(idx)[0])
+    with naming_tying(model):
+        expect_contract_parameters(f"GPT{GPT_ARGS}", materialized(model, lambda: model(idx)), reference_gpt,
+                                   names_hint=f"use the contract's submodules: {NAMES}", shape_hint=SHAPE_HINT,
+                                   unexpected_hints={"lm_head.bias": variants.LM_HEAD_BIAS})
+    model = in_eval_mode(without_unexpected_biases(new_graded(reference_gpt, "GPT", *GPT_ARGS), reference_gpt))
+    expect_computes_with("GPT(idx)", model, reference_gpt, lambda: model(idx)[0], pieces=("blocks",))
 
 
 def test_gpt_forward_shape_and_no_loss_without_targets(student_gpt, make_tokens):
@@ -117,7 +154,7 @@ def test_gpt_loss_is_the_mean_cross_entropy(student_gpt, reference_gpt, make_tok
     # Computed here from the logits the student's model returned: its own loss must be that.
     want = F.cross_entropy(out[0].reshape(-1, VOCAB).float(), targets.reshape(-1))
     expect_close("GPT(idx, targets) loss", loss.reshape(()).float(), want, atol=1e-5, rtol=1e-5,
-                 mistakes={variants.LOSS_WRONG: loss.reshape(()).float()})
+                 mistakes={**variants.loss_mistakes(out[0], targets), variants.LOSS_WRONG: loss.reshape(()).float()})
 
 
 def test_gpt_rejects_a_sequence_longer_than_the_context(student_gpt, make_tokens):
@@ -134,17 +171,26 @@ def test_gpt_knows_its_context_length(student_gpt):
 
 
 def test_gpt_dropout_is_off_in_eval_mode(new_graded, reference_gpt, make_tokens):
-    model = new_graded(reference_gpt, "GPT", *GPT_ARGS, dropout=0.5)
-    model.method("eval")
+    model = in_eval_mode(without_unexpected_biases(new_graded(reference_gpt, "GPT", *GPT_ARGS, dropout=0.5),
+                                                   reference_gpt))
     expect_gpt("GPT(dropout=0.5) in eval mode", model, reference_gpt, make_tokens(2, CONTEXT, seed=608))
 
 
 def test_gpt_gradients_reach_every_submodule(student, student_gpt, reference_gpt, make_tokens, make_input):
     # Seen through its logits: the check's loss is an inner product with one output tensor.
     logits_only = student.define("stock", STOCK_SOURCE, answers=True).method("LogitsOnly", student_gpt)
-    expect_gradients("GPT", logits_only, stock.LogitsOnly(reference_gpt), (make_tokens(2, CONTEXT, seed=609),),
-                     make_input(2, CONTEXT, VOCAB, seed=610), inputs={})
+    with naming_tying(student_gpt):
+        expect_gradients("GPT", logits_only, stock.LogitsOnly(reference_gpt), (make_tokens(2, CONTEXT, seed=609),),
+                         make_input(2, CONTEXT, VOCAB, seed=610), inputs={})
 
 
-def test_gpt_follows_the_input_device(student_gpt, make_tokens, device):
-    expect_tensor("GPT logits", student_gpt(make_tokens(1, CONTEXT, seed=611))[0], device=device)
+def test_gpt_follows_the_input_device(student, make_tokens, device):
+    idx = make_tokens(1, CONTEXT, seed=611)
+
+    def output_on(where):
+        model = student.new("GPT", *GPT_ARGS)
+        model.method("to", where)
+        out = model(idx.to(where))
+        return out[0] if isinstance(out, tuple) and out else out
+
+    expect_follows_device("GPT(idx) logits", output_on, device, shape=(1, CONTEXT, VOCAB))

@@ -3,15 +3,23 @@ import torch
 
 from grader.suite import (
     CheckFailed,
+    DropoutHints,
     StudentException,
     expect_causal,
     expect_close,
     expect_computes_with,
     expect_contract_parameters,
+    expect_dropout,
+    expect_follows_device,
+    expect_no_dropout_at_zero,
     expect_raises,
     expect_same_gradients,
     expect_tensor,
+    in_eval_mode,
+    is_close,
     materialized,
+    weights_behind,
+    without_unexpected_biases,
 )
 from reference.gpt import Head
 from reference.hidden.a07 import variants
@@ -22,6 +30,9 @@ pytestmark = pytest.mark.part("Head")
 # Three float32 projections and a softmax: a correct head is within ~1e-6 of the reference;
 # the mistakes differ by more than 0.1 (the variants, at these sizes).
 ATOL, RTOL = 1e-5, 1e-4
+# Attention weights recovered from an output (a solve against 8 value vectors of width 8):
+# float32 rounding becomes up to ~1e-4 in the weights, which lie in [0, 2].
+WEIGHTS_ATOL, WEIGHTS_RTOL = 1e-3, 1e-3
 NAMES = "key, query, value = nn.Linear(d_model, head_size, bias=False)"
 
 
@@ -59,7 +70,8 @@ def test_head_has_the_contract_parameters_and_a_causal_buffer(student, reference
                           "register the causal mask as a buffer: self.register_buffer('tril', "
                           "torch.tril(torch.ones(context_length, context_length)))")
     # The names are the student process's word: the module must compute with them.
-    head = student.new_like(reference_head, "Head", D_MODEL, HEAD_SIZE, CONTEXT)
+    head = in_eval_mode(without_unexpected_biases(student.new_like(reference_head, "Head", D_MODEL, HEAD_SIZE, CONTEXT),
+                                                  reference_head))
     expect_computes_with("Head(x)", head, reference_head, lambda: head(x))
 
 
@@ -103,9 +115,38 @@ def test_head_rejects_a_sequence_longer_than_the_context(student_head, make_inpu
 
 
 def test_head_dropout_is_off_in_eval_mode(student, reference_head, make_input):
-    head = student.new_like(reference_head, "Head", D_MODEL, HEAD_SIZE, CONTEXT, dropout=0.5)
-    head.method("eval")
+    head = in_eval_mode(without_unexpected_biases(student.new_like(reference_head, "Head", D_MODEL, HEAD_SIZE, CONTEXT,
+                                                                   dropout=0.5), reference_head))
     expect_head("Head(dropout=0.5) in eval mode", head, reference_head, make_input(2, 5, D_MODEL, seed=107))
+
+
+def test_head_dropout_zeroes_attention_weights_in_training_mode(student, reference_head, make_input):
+    # Judged against the same head in eval mode, through the attention weights behind its
+    # output (grader.suite.dropout): any correct way of dropping passes, and a mistake in the
+    # weights themselves is in both, graded by the value tests.
+    x = make_input(8, CONTEXT, D_MODEL, seed=111)
+    outputs = {}
+    for p in (0.0, 0.5):
+        head = without_unexpected_biases(student.new_like(reference_head, "Head", D_MODEL, HEAD_SIZE, CONTEXT, dropout=p),
+                                         reference_head)
+        what = f"Head(dropout={p})(x)"
+        train = expect_tensor(f"{what} in training mode", head(x), shape=(8, CONTEXT, HEAD_SIZE))
+        head.method("eval")
+        outputs[p] = train, expect_tensor(f"{what} in eval mode", head(x), shape=(8, CONTEXT, HEAD_SIZE))
+    expect_no_dropout_at_zero("Head(dropout=0.0)", *outputs[0.0], atol=ATOL, rtol=RTOL)
+    train, kept = outputs[0.5]
+    what = "Head(dropout=0.5) in training mode"
+    values = x @ params(reference_head)["value.weight"].T  # (B, T, head_size)
+    weights = weights_behind(kept, values, atol=ATOL, rtol=RTOL)
+    if weights is None:  # no weighted sum of value(x) (the value tests' to grade): only a change shows
+        if is_close(train, kept, atol=ATOL, rtol=RTOL):
+            raise CheckFailed(f"{what}: the output is the one without dropout", variants.HEAD_DROPOUT_MISSING)
+        return
+    expect_dropout(f"{what}: the attention weights behind its output",
+                   weights_behind(train, values, atol=ATOL, rtol=RTOL), weights, 0.5, atol=WEIGHTS_ATOL,
+                   rtol=WEIGHTS_RTOL, named=DropoutHints(missing=variants.HEAD_DROPOUT_MISSING,
+                                                         misplaced=variants.HEAD_DROPOUT_MISPLACED),
+                   elsewhere={variants.HEAD_DROPOUT_ON_OUTPUT: (train, kept)})
 
 
 def test_head_gradients(student_head, reference_head, make_input):
@@ -113,5 +154,12 @@ def test_head_gradients(student_head, reference_head, make_input):
                           make_input(2, 4, HEAD_SIZE, seed=109))
 
 
-def test_head_follows_the_input_device(student_head, make_input, device):
-    expect_tensor("Head output", student_head(make_input(1, 2, D_MODEL, seed=110)), device=device)
+def test_head_follows_the_input_device(student, make_input, device):
+    x = make_input(1, 2, D_MODEL, seed=110)
+
+    def output_on(where):
+        head = student.new("Head", D_MODEL, HEAD_SIZE, CONTEXT)
+        head.method("to", where)
+        return head(x.to(where))
+
+    expect_follows_device("Head(x)", output_on, device, shape=(1, 2, HEAD_SIZE))

@@ -2,11 +2,16 @@ import pytest
 import torch
 
 from grader.suite import (
+    DropoutHints,
     expect_close,
     expect_computes_with,
     expect_contract_parameters,
+    expect_dropout,
+    expect_follows_device,
+    expect_no_dropout_at_zero,
     expect_same_gradients,
     expect_tensor,
+    in_eval_mode,
     materialized,
 )
 from reference.hidden.a07 import variants
@@ -26,7 +31,7 @@ def test_mlp_has_the_contract_parameters(student, reference_mlp, make_input):
     module = student.new("MLP", D_MODEL)
     expect_contract_parameters(f"MLP({D_MODEL})", materialized(module, lambda: module(x)), reference_mlp,
                                names_hint=f"use the contract's submodules: {NAMES}", shape_hint=SHAPE_HINT)
-    module = student.new_like(reference_mlp, "MLP", D_MODEL)
+    module = in_eval_mode(student.new_like(reference_mlp, "MLP", D_MODEL))
     expect_computes_with("MLP(x)", module, reference_mlp, lambda: module(x))
 
 
@@ -43,12 +48,18 @@ def test_mlp_values(student_mlp, reference_mlp, make_input):
 
 
 def test_mlp_dropout_comes_last(student, reference_mlp, make_input):
-    # With p=1 in training mode dropout zeroes everything after it: where it sits shows
-    # without randomness.
-    module = student.new_like(reference_mlp, "MLP", D_MODEL, dropout=1.0)
-    x = make_input(2, 4, D_MODEL, seed=303)
-    expect_close("MLP(dropout=1.0) in training mode", module(x), torch.zeros_like(x), atol=ATOL, rtol=RTOL,
-                 mistakes={variants.MLP_DROPOUT_MISPLACED: params(reference_mlp)["proj.bias"].expand_as(x)})
+    # Each output zero or twice what the same MLP gives in eval mode (grader.suite.dropout).
+    x = make_input(4, 6, D_MODEL, seed=303)
+    outputs = {}
+    for p in (0.0, 0.5):
+        module = in_eval_mode(student.new_like(reference_mlp, "MLP", D_MODEL, dropout=p))
+        what = f"MLP(dropout={p})(x)"
+        kept = expect_tensor(f"{what} in eval mode", module(x), shape=x.shape)
+        module.method("train")
+        outputs[p] = expect_tensor(f"{what} in training mode", module(x), shape=x.shape), kept
+    expect_no_dropout_at_zero("MLP(dropout=0.0)", *outputs[0.0], atol=ATOL, rtol=RTOL)
+    expect_dropout("MLP(dropout=0.5) in training mode", *outputs[0.5], 0.5, atol=ATOL, rtol=RTOL,
+                   named=DropoutHints(missing=variants.MLP_DROPOUT_MISSING, misplaced=variants.MLP_DROPOUT_MISPLACED))
 
 
 def test_mlp_dropout_is_off_in_eval_mode(student, reference_mlp, make_input):
@@ -63,5 +74,12 @@ def test_mlp_gradients(student_mlp, reference_mlp, make_input):
                           make_input(2, 3, D_MODEL, seed=306))
 
 
-def test_mlp_follows_the_input_device(student_mlp, make_input, device):
-    expect_tensor("MLP output", student_mlp(make_input(1, 2, D_MODEL, seed=307)), device=device)
+def test_mlp_follows_the_input_device(student, make_input, device):
+    x = make_input(1, 2, D_MODEL, seed=307)
+
+    def output_on(where):
+        module = student.new("MLP", D_MODEL)
+        module.method("to", where)
+        return module(x.to(where))
+
+    expect_follows_device("MLP(x)", output_on, device, shape=(1, 2, D_MODEL))

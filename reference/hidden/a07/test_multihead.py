@@ -2,20 +2,27 @@ import pytest
 import torch
 
 from grader.suite import (
+    DropoutHints,
     Piece,
+    StudentError,
     black_box,
     diagnosing,
     expect_computes_with,
     expect_contract_parameters,
+    expect_dropout,
+    expect_follows_device,
+    expect_no_dropout_at_zero,
     expect_raises,
+    expect_replaced_pieces_written,
     expect_tensor,
     expect_wiring,
+    in_eval_mode,
     materialized,
     noting_stock,
 )
 from reference.gpt import MultiHead
 from reference.hidden.a07 import variants
-from reference.hidden.a07.conftest import CONTEXT, D_MODEL, NUM_HEADS, SHAPE_HINT
+from reference.hidden.a07.conftest import CONTEXT, D_MODEL, NUM_HEADS, PIECE_CLASSES, SHAPE_HINT
 
 pytestmark = pytest.mark.part("MultiHead")
 
@@ -44,14 +51,17 @@ def expect_multihead(what: str, module, reference: MultiHead, x: torch.Tensor) -
                       mistakes={variants.NO_PROJECTION: lambda: torch.cat([h(x) for h in heads], dim=-1)})
 
 
-def test_multihead_has_the_contract_parameters(new_for_names, new_graded, reference_multihead, make_input):
+def test_multihead_has_the_contract_parameters(student, new_for_names, new_graded, reference_multihead, make_input):
     x = make_input(2, CONTEXT, D_MODEL, seed=400)
+    expect_replaced_pieces_written(f"MultiHead({D_MODEL}, {NUM_HEADS}, {CONTEXT})", student,
+                                   student.new("MultiHead", D_MODEL, NUM_HEADS, CONTEXT), reference_multihead,
+                                   PIECE_CLASSES, names_hint=f"use the contract's submodules: {NAMES}")
     module = new_for_names(reference_multihead, "MultiHead", D_MODEL, NUM_HEADS, CONTEXT)
     expect_contract_parameters(f"MultiHead({D_MODEL}, {NUM_HEADS}, {CONTEXT})",
                                materialized(module, lambda: module(x)), reference_multihead,
                                names_hint=f"use the contract's submodules: {NAMES}", shape_hint=SHAPE_HINT)
-    module = new_graded(reference_multihead, "MultiHead", D_MODEL, NUM_HEADS, CONTEXT)
-    expect_computes_with("MultiHead(x)", module, reference_multihead, lambda: module(x))
+    module = in_eval_mode(new_graded(reference_multihead, "MultiHead", D_MODEL, NUM_HEADS, CONTEXT))
+    expect_computes_with("MultiHead(x)", module, reference_multihead, lambda: module(x), pieces=("heads",))
 
 
 def test_multihead_shape(student_multihead, make_input):
@@ -84,5 +94,33 @@ def test_multihead_dropout_is_off_in_eval_mode(new_graded, reference_multihead, 
                      make_input(2, CONTEXT, D_MODEL, seed=404))
 
 
-def test_multihead_follows_the_input_device(student_multihead, make_input, device):
-    expect_tensor("MultiHead output", student_multihead(make_input(1, CONTEXT, D_MODEL, seed=405)), device=device)
+def test_multihead_dropout_after_the_projection_in_training_mode(new_graded, reference_multihead, make_input):
+    # Its own dropout, its heads in eval mode (theirs is graded in Head): each output zero or
+    # twice the eval-mode one (grader.suite.dropout).
+    x = make_input(4, CONTEXT, D_MODEL, seed=407)
+    outputs = {}
+    for p in (0.0, 0.5):
+        module = in_eval_mode(new_graded(reference_multihead, "MultiHead", D_MODEL, NUM_HEADS, CONTEXT, dropout=p))
+        what = f"MultiHead(dropout={p})(x)"
+        kept = expect_tensor(f"{what} in eval mode", module(x), shape=x.shape)
+        module.method("train")
+        try:
+            module.attr("heads").method("eval")
+        except StudentError:  # heads named otherwise (their names are graded): theirs may act too
+            pass
+        outputs[p] = expect_tensor(f"{what} in training mode", module(x), shape=x.shape), kept
+    expect_no_dropout_at_zero("MultiHead(dropout=0.0)", *outputs[0.0], atol=ATOL, rtol=RTOL)
+    expect_dropout("MultiHead(dropout=0.5) in training mode", *outputs[0.5], 0.5, atol=ATOL, rtol=RTOL,
+                   named=DropoutHints(missing=variants.MULTIHEAD_DROPOUT_MISSING,
+                                      misplaced=variants.MULTIHEAD_DROPOUT_MISPLACED))
+
+
+def test_multihead_follows_the_input_device(student, make_input, device):
+    x = make_input(1, CONTEXT, D_MODEL, seed=405)
+
+    def output_on(where):
+        module = student.new("MultiHead", D_MODEL, NUM_HEADS, CONTEXT)
+        module.method("to", where)
+        return module(x.to(where))
+
+    expect_follows_device("MultiHead(x)", output_on, device, shape=(1, CONTEXT, D_MODEL))

@@ -10,6 +10,8 @@ import torch.nn.functional as F
 
 # Shared with 01-03, worded once (grader.core.hints); "scaled by d_model" is the input width here.
 from grader.suite import FUTURE_VISIBLE, MASK_FILL_NOT_NEGATIVE, SCALE_BY_INPUT_WIDTH
+# Dropout in Head, MultiHead and MLP, judged as every part that owns one is (grader.suite.dropout).
+from grader.suite import DROPOUT_RATE_IGNORED, DROPOUT_UNSCALED  # noqa: F401
 
 # ---- Head, MultiHead, MLP, Block, GPT ------------------------------------------------------
 NO_SCALE = "scores not scaled: multiply q @ k^T by head_size ** -0.5 (k.size(-1) ** -0.5)"
@@ -21,14 +23,29 @@ RELU = "ReLU instead of GELU: the MLP is proj(gelu(fc(x))) with F.gelu (exact, e
 TANH_GELU = "the tanh approximation of GELU: use the exact one, F.gelu(x) (approximate='none', nn.GELU())"
 NO_ACTIVATION = "no activation between fc and proj: proj(gelu(fc(x)))"
 MLP_DROPOUT_MISPLACED = "dropout belongs after proj: dropout(proj(gelu(fc(x))))"
+MLP_DROPOUT_MISSING = "no dropout in training mode: dropout(proj(gelu(fc(x)))) with nn.Dropout(dropout)"
+HEAD_DROPOUT_MISSING = ("no dropout in training mode: apply nn.Dropout(dropout) to the attention weights, after the "
+                        "softmax")
+HEAD_DROPOUT_MISPLACED = ("dropout does not zero attention weights: apply it to the weights after the softmax, "
+                          "dropout(weights) @ v")
+HEAD_DROPOUT_ON_OUTPUT = "dropout applied to the head's output: it belongs on the attention weights, dropout(weights) @ v"
+MULTIHEAD_DROPOUT_MISSING = "no dropout in training mode: MultiHead returns dropout(proj(cat(heads))), nn.Dropout(dropout)"
+MULTIHEAD_DROPOUT_MISPLACED = "dropout belongs after the projection: dropout(proj(cat(heads)))"
 POST_NORM = "post-norm (x = ln(x + sublayer(x))) instead of pre-norm: x = x + attn(ln1(x)), then x = x + mlp(ln2(x))"
 MISSING_RESIDUAL = "a residual connection is missing: x = x + attn(ln1(x)), then x = x + mlp(ln2(x))"
+MISSING_RESIDUAL_MLP = "the residual around the MLP is missing: x = x + mlp(ln2(x)), after x = x + attn(ln1(x))"
 NO_FINAL_NORM = "no final LayerNorm: logits = lm_head(ln_f(x)) after the last block"
 NO_POSITIONS = "positions are not added: x = token_embedding(idx) + position_embedding(arange(T))"
 LOGITS_FLATTENED = ("logits returned flattened to (B*T, vocab_size): return them as (B, T, vocab_size) and flatten "
                     "only inside the loss")
 LAST_POSITION_ONLY = ("logits only for the last position: forward returns logits for every position, "
                       "(B, T, vocab_size), with or without targets")
+LM_HEAD_BIAS = "lm_head has no bias: nn.Linear(d_model, vocab_size, bias=False)"
+WEIGHT_TYING = ("lm_head.weight is token_embedding.weight (weight tying): the contract's GPT has an lm_head of its own, "
+                "nn.Linear(d_model, vocab_size, bias=False), trained apart from the embedding")
+TARGETS_SHIFTED_TWICE = ("the targets are shifted again inside forward: targets[:, t] is already the token after "
+                         "idx[:, t], so compare logits[:, t] with targets[:, t]: F.cross_entropy(logits.view(-1, V), "
+                         "targets.view(-1))")
 LOSS_WRONG = ("the loss is not the mean cross-entropy of the logits over all B*T positions: "
               "F.cross_entropy(logits.view(-1, V), targets.view(-1))")
 GPT_WIRING = ("forward combines your modules differently from the contract: token_embedding(idx) + "
@@ -73,17 +90,19 @@ def mlp_mistakes(x: torch.Tensor, p: dict[str, torch.Tensor]) -> dict:
 
 
 def block(x: torch.Tensor, attn, mlp_, ln1, ln2, *, mode: str = "pre") -> torch.Tensor:
-    """Block's wiring of callables: "pre" (the contract), "post", "no_residual" (around attn)."""
+    """Block's wiring of callables: "pre" (the contract), "post", "no_residual" (around attn),
+    "no_residual_mlp" (around the MLP)."""
     if mode == "post":
         x = ln1(x + attn(x))
         return ln2(x + mlp_(x))
     x = (attn(ln1(x)) if mode == "no_residual" else x + attn(ln1(x)))
-    return x + mlp_(ln2(x))
+    return mlp_(ln2(x)) if mode == "no_residual_mlp" else x + mlp_(ln2(x))
 
 
 def block_mistakes(x: torch.Tensor, pieces: dict) -> dict:
     return {POST_NORM: lambda: block(x, **pieces, mode="post"),
-            MISSING_RESIDUAL: lambda: block(x, **pieces, mode="no_residual")}
+            MISSING_RESIDUAL: lambda: block(x, **pieces, mode="no_residual"),
+            MISSING_RESIDUAL_MLP: lambda: block(x, **pieces, mode="no_residual_mlp")}
 
 
 def gpt(idx: torch.Tensor, modules: dict, *, positions: bool = True, final_norm: bool = True) -> torch.Tensor:
@@ -99,6 +118,20 @@ def gpt(idx: torch.Tensor, modules: dict, *, positions: bool = True, final_norm:
 def gpt_mistakes(idx: torch.Tensor, modules: dict) -> dict:
     return {NO_POSITIONS: lambda: gpt(idx, modules, positions=False),
             NO_FINAL_NORM: lambda: gpt(idx, modules, final_norm=False)}
+
+
+def tied_mistakes(idx: torch.Tensor, modules: dict, head: torch.Tensor) -> dict:
+    """A tied GPT (lm_head.weight is token_embedding.weight) holding the reference's parameters:
+    loading them wrote both matrices into its one tensor, lm_head's last (``head``), as a
+    module registered in the contract's order loads them."""
+    return {WEIGHT_TYING: lambda: gpt(idx, {**modules, "token_embedding": lambda ids: F.embedding(ids, head),
+                                            "lm_head": lambda x: F.linear(x, head)})}
+
+
+def loss_mistakes(logits: torch.Tensor, targets: torch.Tensor) -> dict:
+    """Losses of the named mistakes, from the logits the model returned (checked) and the targets."""
+    return {TARGETS_SHIFTED_TWICE: lambda: F.cross_entropy(logits[:, :-1].reshape(-1, logits.size(-1)).float(),
+                                                           targets[:, 1:].reshape(-1))}
 
 
 def gpt_from_parameters(idx: torch.Tensor, p: dict[str, torch.Tensor], *, scale: str = "head", causal: bool = True,
@@ -131,7 +164,7 @@ def gpt_from_parameters(idx: torch.Tensor, p: dict[str, torch.Tensor], *, scale:
     modules = dict(token_embedding=lambda ids: F.embedding(ids, p["token_embedding.weight"]),
                    position_embedding=lambda ids: F.embedding(ids, p["position_embedding.weight"]),
                    blocks=[each_block(i) for i in layers], ln_f=norm("ln_f"),
-                   lm_head=lambda x: F.linear(x, p["lm_head.weight"]))
+                   lm_head=lambda x: F.linear(x, p["lm_head.weight"], p.get("lm_head.bias")))
     return gpt(idx, modules, positions=positions, final_norm=final_norm)
 
 
@@ -141,7 +174,8 @@ ARCHITECTURE_MISTAKES: dict[str, dict] = {
     SCALE_BY_INPUT_WIDTH: dict(scale="d_model"), NO_SCALE: dict(scale="none"), FUTURE_VISIBLE: dict(causal=False),
     MASK_FILL_NOT_NEGATIVE: dict(fill=0.0), SOFTMAX_DIM: dict(softmax_dim=-2), NO_PROJECTION: dict(projection=False),
     RELU: dict(activation="relu"), TANH_GELU: dict(activation="tanh"), NO_ACTIVATION: dict(activation="none"),
-    POST_NORM: dict(mode="post"), MISSING_RESIDUAL: dict(mode="no_residual"), NO_FINAL_NORM: dict(final_norm=False),
+    POST_NORM: dict(mode="post"), MISSING_RESIDUAL: dict(mode="no_residual"),
+    MISSING_RESIDUAL_MLP: dict(mode="no_residual_mlp"), NO_FINAL_NORM: dict(final_norm=False),
     NO_POSITIONS: dict(positions=False),
 }
 

@@ -1,4 +1,5 @@
-"""Whose names a stock piece stands in for.
+"""Parameters beside the contract's: whose names a stock piece stands in for, and a bias the
+contract's layer does not have.
 
 A composite part whose piece has other parameter names than the contract's (an inline
 ``nn.Sequential`` where the contract's ``FeedForward`` belongs) is graded with a stock piece in
@@ -6,6 +7,12 @@ its place (:func:`grader.suite.with_stock`), and the names cost points where the
 class is graded. That holds only when there is such a class to grade: when the student never
 wrote it (the stub still raises, or there is none), nothing pays for the names, and the part
 that holds the stand-in does (:func:`expect_replaced_pieces_written`).
+
+A layer built with a bias the contract leaves out (``nn.Linear(d_model, vocab_size)`` for the
+contract's ``bias=False``) keeps its own random bias when the reference's parameters are
+loaded, so every value it gives would differ: one mistake, charged by every value test. It is
+loaded as zero instead (:func:`without_unexpected_biases`), so the values show the wiring, and
+the names check charges the bias, once, by its name.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import torch
 from torch import nn
 
 from grader.sandbox.errors import StudentError
@@ -51,3 +59,18 @@ def expect_replaced_pieces_written(what: str, student: Student, module: Remote, 
             raise CheckFailed(f"{what} parameters: {names}",
                               f"{names}: {path} stands for your {name}, which is not written yet, so nothing else "
                               f"grades its names; {names_hint}")
+
+
+def without_unexpected_biases(module: Remote, reference: nn.Module) -> Remote:
+    """``module`` (the student's, holding ``reference``'s parameters) with every bias the
+    reference's layer lacks (``lm_head.bias`` beside the contract's ``lm_head.weight``) set to
+    zero: what the layer then computes is the contract's function of the other parameters."""
+    parameters = dict(reference.named_parameters())
+    found = module.inspect()
+    extra = {name: shape for name, shape in found.get("parameters", {}).items() if name not in parameters
+             and name.endswith(".bias") and name.removesuffix(".bias") + ".weight" in parameters}
+    if extra:
+        device = next(iter(parameters.values())).device
+        module.load_parameters({**parameters, **{name: torch.zeros(shape, device=device) for name, shape in extra.items()
+                                                 if len(shape) == 1 and shape[0] <= 2**16}})
+    return module
