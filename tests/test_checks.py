@@ -404,17 +404,31 @@ def test_a_single_leak_is_named_exactly():
     assert failure.value.hint == "future positions are visible: position 1 sees position 3; h"
 
 
-def test_no_tensor_back_is_left_to_the_value_tests():
-    expect_causal("f(x)", lambda later: (1, 2), 4, atol=1e-6, hint="h")
+@pytest.mark.parametrize(("returned", "hint"), [
+    ((torch.zeros(1, 4, 2), torch.zeros(1, 4, 4)), hints.RETURNS_SEVERAL),  # (output, weights): nothing to see
+    (None, hints.RETURNS_NONE),
+    (torch.zeros(4, 2), None),  # no batch: position 1 is no position
+])
+def test_no_tensor_with_the_positions_along_dimension_1_fails_with_what_came_back(returned, hint):
+    with pytest.raises(CheckFailed) as failure:
+        expect_causal("f(x)", lambda later: returned, 4, atol=1e-6, hint="h")
+    assert failure.value.hint == hint
 
 
-def test_an_output_of_another_shape_than_the_contracts_is_left_to_the_value_tests_uncompared():
+def test_an_output_that_changes_shape_with_the_input_fails():
+    shapes = iter([(1, 4, 2), (1, 4, 2), (1, 4, 3)])
+    with pytest.raises(CheckFailed, match="wrong shape"):
+        expect_causal("f(x)", lambda later: torch.zeros(next(shapes)), 4, atol=1e-6, hint="h")
+
+
+def test_an_output_of_another_shape_than_the_contracts_fails_uncompared():
     compared = []
 
     def leaks_everywhere(later):  # (1, 4, 1000) where the contract's output is (1, 4, 2)
         compared.append(later)
         return torch.rand(1, 4, 1000)
-    expect_causal("f(x)", leaks_everywhere, 4, atol=1e-6, hint="h", shape=(1, 4, 2))
+    with pytest.raises(CheckFailed, match="wrong shape"):
+        expect_causal("f(x)", leaks_everywhere, 4, atol=1e-6, hint="h", shape=(1, 4, 2))
     assert compared == [None]
 
 

@@ -375,17 +375,18 @@ def expect_causal(
     "position 0 sees position 2"; so does the hint, before ``hint`` (how to mask), unless the
     unchanged output matches one of ``mistakes`` (as in :func:`expect_close`): then the hint
     is that mistake's, the one the value tests give, so one mistake is one hint. A call that
-    returns no tensor of the base's shape (of ``shape``, the contract's, when given: the
-    comparisons then cost what the reference's own output would) is left to the value tests."""
+    returns no tensor of ``shape`` (the contract's; without it, one with ``length`` positions
+    along dimension 1, the same for every input) fails: it shows no causality, and an output
+    of another shape is never compared (the comparisons cost what the contract's output would)."""
     base = output_with_change_at(None)
-    if not isinstance(base, torch.Tensor) or base.dim() < 2 or base.shape[1] != length \
-            or (shape is not None and tuple(base.shape) != tuple(shape)):
-        return
+    if shape is not None:
+        expect_tensor(what, base, shape=shape)
+    elif not (isinstance(base, torch.Tensor) and base.dim() >= 2 and base.shape[1] == length):
+        raise CheckFailed(f"{what}: expected a tensor with the {length} positions along dimension 1, got "
+                          f"{describe_value(base)}", _not_a_tensor_hint(base))
     leaks = []
     for later in range(1, length):
-        changed = output_with_change_at(later)
-        if not isinstance(changed, torch.Tensor) or changed.shape != base.shape:
-            return
+        changed = expect_tensor(what, output_with_change_at(later), shape=base.shape)
         leaks += [(earlier, later) for earlier in range(later)
                   if not is_close(changed[:, earlier], base[:, earlier], atol=atol)]
     if not leaks:

@@ -109,7 +109,7 @@ def _dropped_by(dropped: torch.Tensor, kept: torch.Tensor, scales: Sequence[floa
 def weights_behind(output: Any, values: torch.Tensor, *, atol: float, rtol: float = 0.0) -> torch.Tensor | None:
     """The weights ``W`` with ``output = W @ values`` (over the last two dimensions; ``values``
     has at most as many rows as columns, so they are unique), or None when ``output`` is no
-    weighted sum of the rows of ``values`` (within ``atol + rtol * |output|``). For an attention output and its
+    weighted sum of the rows of ``values`` (within ``atol + rtol * max |output|``). For an attention output and its
     value vectors these are the attention weights, dropped or not."""
     if not (isinstance(output, torch.Tensor) and output.is_floating_point()
             and output.shape[:-1] == values.shape[:-2] + output.shape[-2:-1] and output.shape[-1] == values.shape[-1]):
@@ -118,7 +118,11 @@ def weights_behind(output: Any, values: torch.Tensor, *, atol: float, rtol: floa
     if not bool(torch.isfinite(got).all()):
         return None
     solution = torch.linalg.lstsq(rows.transpose(-2, -1), got.transpose(-2, -1)).solution.transpose(-2, -1)
-    return solution if is_close(solution @ rows, got, atol=atol, rtol=rtol) else None
+    # Against the largest value, not each one: rounding errors carry through the solve as a whole.
+    if got.numel() == 0:
+        return solution
+    residual = float((solution @ rows - got).abs().max())
+    return solution if residual <= atol + rtol * float(got.abs().max()) else None
 
 
 def in_eval_mode(module: Any) -> Any:

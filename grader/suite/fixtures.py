@@ -33,6 +33,25 @@ def make_input(device: torch.device, input_scale: float) -> Callable[..., torch.
     return make
 
 
+_SEED_HELPER = """
+import torch
+
+
+def seed(n):
+    torch.manual_seed(n)
+"""
+
+
+@pytest.fixture
+def seed_student(student: Student) -> Callable[[int], None]:
+    """seed_student(n): seeds torch's global generator in the student's process, right before a
+    call whose random numbers matter (dropout in training mode), so its verdict is the same on
+    every run. Grader helper code, not an answer: the process goes on after the test."""
+    def seed(n: int) -> None:
+        student.define("seed", _SEED_HELPER).method("seed", n)
+    return seed
+
+
 @pytest.fixture
 def stock_pieces() -> list[StockPiece]:
     """The suite's stock pieces (:class:`grader.suite.part_isolation.StockPiece`): none, unless its

@@ -2,8 +2,8 @@
 
 d_out = 8 makes 1, sqrt(d_out) and d_out three different scales, so the scaling mistakes
 are distinguishable in CausalSelfAttention; context_length = 6 leaves room for shorter
-inputs. Dropout is random: ``seed_student(n)`` seeds the global generator in the student's
-process right before a call, and ``student_generator(n)`` builds a ``torch.Generator``
+inputs. Dropout is random: ``seed_student(n)`` (served to every suite) seeds the global
+generator in the student's process right before a call, and ``student_generator(n)`` builds a ``torch.Generator``
 there (a generator cannot cross the boundary; the remote object can be passed as an
 argument), so every verdict is deterministic.
 """
@@ -18,9 +18,6 @@ D_IN, D_OUT, CONTEXT = 6, 8, 6
 
 _RANDOM_HELPER = """
 import torch
-
-def seed(n):
-    torch.manual_seed(n)
 
 def generator(n, device):
     return torch.Generator(device=device).manual_seed(n)
@@ -40,13 +37,6 @@ def make_positive(device):
         generator = torch.Generator().manual_seed(seed)
         return (0.5 + torch.rand(*shape, generator=generator)).to(device)
     return make
-
-
-@pytest.fixture
-def seed_student(student):
-    def seed(n: int) -> None:
-        student.define("random", _RANDOM_HELPER).method("seed", n)
-    return seed
 
 
 @pytest.fixture

@@ -125,7 +125,7 @@ def test_mha_dropout_is_off_in_eval_mode(student, reference_mha, make_input, dev
 
 
 @pytest.mark.part("MultiHeadAttention", points=2)
-def test_mha_dropout_zeroes_attention_weights_in_training_mode(student, reference_mha, make_input):
+def test_mha_dropout_zeroes_attention_weights_in_training_mode(student, reference_mha, make_input, seed_student):
     # Judged against the same module in eval mode, through the attention weights behind its
     # output (grader.suite.dropout): any correct way of dropping passes, and a mistake in the
     # weights themselves is in both, graded by the value tests.
@@ -134,6 +134,7 @@ def test_mha_dropout_zeroes_attention_weights_in_training_mode(student, referenc
     for p in (0.0, 0.5):
         module = student.new_like(reference_mha, "MultiHeadAttention", D_MODEL, NUM_HEADS, dropout=p)
         what = f"MultiHeadAttention(dropout={p})(x, x, x)"
+        seed_student(23)
         train = expect_tensor(f"{what} in training mode", module(x, x, x), shape=x.shape)
         module.method("eval")
         outputs[p] = train, expect_tensor(f"{what} in eval mode", module(x, x, x), shape=x.shape)

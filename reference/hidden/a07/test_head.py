@@ -120,7 +120,7 @@ def test_head_dropout_is_off_in_eval_mode(student, reference_head, make_input):
     expect_head("Head(dropout=0.5) in eval mode", head, reference_head, make_input(2, 5, D_MODEL, seed=107))
 
 
-def test_head_dropout_zeroes_attention_weights_in_training_mode(student, reference_head, make_input):
+def test_head_dropout_zeroes_attention_weights_in_training_mode(student, reference_head, make_input, seed_student):
     # Judged against the same head in eval mode, through the attention weights behind its
     # output (grader.suite.dropout): any correct way of dropping passes, and a mistake in the
     # weights themselves is in both, graded by the value tests.
@@ -130,6 +130,7 @@ def test_head_dropout_zeroes_attention_weights_in_training_mode(student, referen
         head = without_unexpected_biases(student.new_like(reference_head, "Head", D_MODEL, HEAD_SIZE, CONTEXT, dropout=p),
                                          reference_head)
         what = f"Head(dropout={p})(x)"
+        seed_student(112)
         train = expect_tensor(f"{what} in training mode", head(x), shape=(8, CONTEXT, HEAD_SIZE))
         head.method("eval")
         outputs[p] = train, expect_tensor(f"{what} in eval mode", head(x), shape=(8, CONTEXT, HEAD_SIZE))

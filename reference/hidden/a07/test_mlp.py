@@ -47,7 +47,7 @@ def test_mlp_values(student_mlp, reference_mlp, make_input):
                  mistakes=variants.mlp_mistakes(x, params(reference_mlp)))
 
 
-def test_mlp_dropout_comes_last(student, reference_mlp, make_input):
+def test_mlp_dropout_comes_last(student, reference_mlp, make_input, seed_student):
     # Each output zero or twice what the same MLP gives in eval mode (grader.suite.dropout).
     x = make_input(4, 6, D_MODEL, seed=303)
     outputs = {}
@@ -56,6 +56,7 @@ def test_mlp_dropout_comes_last(student, reference_mlp, make_input):
         what = f"MLP(dropout={p})(x)"
         kept = expect_tensor(f"{what} in eval mode", module(x), shape=x.shape)
         module.method("train")
+        seed_student(304)
         outputs[p] = expect_tensor(f"{what} in training mode", module(x), shape=x.shape), kept
     expect_no_dropout_at_zero("MLP(dropout=0.0)", *outputs[0.0], atol=ATOL, rtol=RTOL)
     expect_dropout("MLP(dropout=0.5) in training mode", *outputs[0.5], 0.5, atol=ATOL, rtol=RTOL,

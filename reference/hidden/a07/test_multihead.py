@@ -94,7 +94,8 @@ def test_multihead_dropout_is_off_in_eval_mode(new_graded, reference_multihead, 
                      make_input(2, CONTEXT, D_MODEL, seed=404))
 
 
-def test_multihead_dropout_after_the_projection_in_training_mode(new_graded, reference_multihead, make_input):
+def test_multihead_dropout_after_the_projection_in_training_mode(new_graded, reference_multihead, make_input,
+                                                                 seed_student):
     # Its own dropout, its heads in eval mode (theirs is graded in Head): each output zero or
     # twice the eval-mode one (grader.suite.dropout).
     x = make_input(4, CONTEXT, D_MODEL, seed=407)
@@ -108,6 +109,7 @@ def test_multihead_dropout_after_the_projection_in_training_mode(new_graded, ref
             module.attr("heads").method("eval")
         except StudentError:  # heads named otherwise (their names are graded): theirs may act too
             pass
+        seed_student(408)
         outputs[p] = expect_tensor(f"{what} in training mode", module(x), shape=x.shape), kept
     expect_no_dropout_at_zero("MultiHead(dropout=0.0)", *outputs[0.0], atol=ATOL, rtol=RTOL)
     expect_dropout("MultiHead(dropout=0.5) in training mode", *outputs[0.5], 0.5, atol=ATOL, rtol=RTOL,
