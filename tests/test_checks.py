@@ -17,6 +17,7 @@ from grader.suite.checks import (
     expect_contract_parameters,
     expect_derivative,
     expect_equal,
+    expect_follows_device,
     expect_named_tensors,
     expect_raises,
     expect_tensor,
@@ -306,6 +307,39 @@ def test_a_module_whose_output_ignores_its_parameters_fails():
     assert "compute with the parameters it holds" in failure.value.hint
 
 
+class Attention(nn.Module):
+    """The contract's three projections, with biases."""
+
+    def __init__(self, queries_from: str = "W_q"):
+        super().__init__()
+        self.W_q, self.W_k, self.W_v = (nn.Linear(4, 4) for _ in range(3))
+        self.queries_from = queries_from
+
+    def forward(self, x):
+        q, k, v = getattr(self, self.queries_from)(x), self.W_k(x), self.W_v(x)
+        return torch.softmax(q @ k.transpose(-2, -1), dim=-1) @ v
+
+
+def test_a_submodule_whose_parameters_change_nothing_is_named_alone():
+    # Queries computed with the value projection: W_q is never called, though all of them
+    # changing at once changes the output.
+    module, x = Attention(queries_from="W_v"), torch.randn(2, 3, 4)
+    with pytest.raises(CheckFailed, match="only W_q's parameters change") as failure:
+        expect_computes_with("A(x)", LocalRemote(module), Attention(), lambda: module(x))
+    assert failure.value.hint == hints.UNUSED_PARAMETERS.format(module="W_q")
+
+
+def test_a_key_bias_that_a_softmax_undoes_is_no_unused_submodule():
+    # Alone, W_k's bias shifts every score of a row alike: with its weight, W_k changes the output.
+    module, x = Attention(), torch.randn(2, 3, 4)
+    expect_computes_with("A(x)", LocalRemote(module), Attention(), lambda: module(x))
+
+
+def test_a_piece_graded_as_a_part_of_its_own_is_not_checked_here():
+    module, x = Attention(queries_from="W_v"), torch.randn(2, 3, 4)
+    expect_computes_with("A(x)", LocalRemote(module), Attention(), lambda: module(x), pieces=("W_q",))
+
+
 def test_a_forward_that_raises_is_left_to_the_value_tests():
     def forward():
         raise StudentException("M()", "RuntimeError", "shape mismatch", "")
@@ -485,3 +519,60 @@ def test_a_leak_a_named_mistake_explains_gets_that_mistakes_hint_once():
                       mistakes={"not masked at all": lambda: mean_of_all(x), "other": torch.zeros(2, 4, 3)})
     assert failure.value.hint == "not masked at all"
     assert "position 0 sees position 1" in failure.value.message
+
+
+# ---- expect_follows_device: on a grader without a GPU, the meta device shows a fixed one ---------
+
+
+def _raising(message: str, type_name: str = "RuntimeError"):
+    def run(where):
+        raise StudentException("f(x)", type_name, message, "")
+    return run
+
+
+def test_an_output_on_the_inputs_device_passes():
+    x = torch.randn(2, 3)
+    expect_follows_device("f(x)", lambda where: (x.to(where) * 2), torch.device("cpu"), shape=(2, 3))
+
+
+def test_an_output_made_on_the_cpu_fails_on_meta_with_the_fixed_device_hint():
+    with pytest.raises(CheckFailed, match="on the wrong device: got cpu, expected meta") as failure:
+        expect_follows_device("f(x)", lambda where: torch.zeros(2, 3), torch.device("cpu"), shape=(2, 3))
+    assert failure.value.hint == hints.FIXED_DEVICE
+
+
+def test_a_tensor_of_another_device_met_inside_the_code_fails_with_the_fixed_device_hint():
+    run = _raising("Tensor on device cpu is not on the expected device meta!")
+    with pytest.raises(CheckFailed, match="its input on the meta device") as failure:
+        expect_follows_device("f(x)", run, torch.device("cpu"), shape=(2, 3))
+    assert failure.value.hint == hints.FIXED_DEVICE
+
+
+def test_code_that_needs_values_is_judged_on_the_real_device():
+    seen = []
+
+    def run(where):  # .item() cannot run on meta: an honest step, judged where it can run
+        seen.append(where.type)
+        if where.type == "meta":
+            raise StudentException("f(x)", "RuntimeError", "Tensor.item() cannot be called on meta tensors", "")
+        return torch.zeros(2, 3, device=where)
+    expect_follows_device("f(x)", run, torch.device("cpu"), shape=(2, 3))
+    assert seen == ["meta", "cpu"]
+
+
+def test_a_stub_propagates_so_the_part_says_not_implemented():
+    with pytest.raises(StudentException):
+        expect_follows_device("f(x)", _raising("f: see README", "NotImplementedError"), torch.device("cpu"),
+                              shape=(2, 3))
+
+
+def test_the_shape_counts_too_and_a_pair_is_checked_whole():
+    with pytest.raises(CheckFailed, match="wrong shape"):
+        expect_follows_device("f(x)", lambda where: torch.zeros(3, 2, device=where), torch.device("cpu"), shape=(2, 3))
+    pair = lambda where: (torch.zeros(2, 3, device=where), torch.zeros(2, 2))  # noqa: E731
+    with pytest.raises(CheckFailed, match="expected meta"):
+        expect_follows_device("f(x)", pair, torch.device("cpu"), shape=((2, 3), (2, 2)))
+    with pytest.raises(CheckFailed, match="expected 2 tensors") as failure:
+        expect_follows_device("f(x)", lambda where: torch.zeros(2, 3, device=where), torch.device("cpu"),
+                              shape=((2, 3), (2, 2)))
+    assert failure.value.hint is None

@@ -174,7 +174,8 @@ def test_csa_dropout_zeroes_attention_weights_in_training_mode(student, referenc
         module.method("eval")
         outputs[p] = train, expect_tensor(f"{what} in eval mode", module(x), shape=(8, CONTEXT, D_OUT))
     expect_no_dropout_at_zero("CausalSelfAttention(dropout=0.0)", *outputs[0.0], atol=ATOL, rtol=RTOL)
-    train, kept = outputs[0.5]
+    # Kept: the same weights with dropout=0.0, in eval mode; this module's own eval mode is another test's.
+    train, kept = outputs[0.5][0], outputs[0.0][1]
     what = "CausalSelfAttention(dropout=0.5) in training mode"
     values = variants.value_vectors(_params(reference_csa), x)
     weights = weights_behind(kept, values, atol=ATOL, rtol=RTOL)

@@ -139,7 +139,8 @@ def test_mha_dropout_zeroes_attention_weights_in_training_mode(student, referenc
         module.method("eval")
         outputs[p] = train, expect_tensor(f"{what} in eval mode", module(x, x, x), shape=x.shape)
     expect_no_dropout_at_zero("MultiHeadAttention(dropout=0.0)", *outputs[0.0], atol=ATOL, rtol=RTOL)
-    train, kept = outputs[0.5]
+    # Kept: the same weights with dropout=0.0, in eval mode; this module's own eval mode is another test's.
+    train, kept = outputs[0.5][0], outputs[0.0][1]
     what = "MultiHeadAttention(dropout=0.5) in training mode"
     params = _params(reference_mha)
     values = variants.head_values(params, x, NUM_HEADS)

@@ -148,7 +148,8 @@ def pieces_in_eval_mode(layer: Remote, names: tuple[str, ...]) -> None:
 def expect_sublayers_dropped(what: str, train: torch.Tensor, kept: torch.Tensor, wiring: Callable[..., torch.Tensor],
                              mistakes: Callable[[dict], dict], modules: dict) -> None:
     """``train``: the layer's output with dropout p=1 in training mode (its pieces in eval mode),
-    ``kept``: in eval mode; ``modules``: its pieces as black boxes and the reference's norms.
+    ``kept``: the same weights' with dropout=0.0 in eval mode; ``modules``: its pieces as black
+    boxes and the reference's norms.
     Dropout on every sublayer's output, before the residual, zeroes what the sublayer adds:
     what is left is the wiring of the norms alone, the contract's (``wiring(**modules)``) or,
     when the layer's values show one, a wiring mistake's (``mistakes(modules)``: graded by the

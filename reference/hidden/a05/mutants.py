@@ -35,9 +35,10 @@ MUTANTS: dict[str, tuple[tuple[str, str], dict[str, str | None]]] = {
          "        # Queries come from the decoder, keys and values from the encoder output.\n"
          f"        {CROSS_ATTENTION}\n"
          "        return self.norm3(x + self.dropout(self.ffn(x)))  # (B, T, d_model)\n",
-         "        x = x + self.self_attn(self.norm1(x), self.norm1(x), self.norm1(x), tgt_mask)\n"
-         "        x = x + self.cross_attn(self.norm2(x), memory, memory, memory_mask)\n"
-         "        return x + self.ffn(self.norm3(x))\n"),
+         "        h = self.norm1(x)\n"
+         "        x = x + self.dropout(self.self_attn(h, h, h, tgt_mask))\n"
+         "        x = x + self.dropout(self.cross_attn(self.norm2(x), memory, memory, memory_mask))\n"
+         "        return x + self.dropout(self.ffn(self.norm3(x)))\n"),
         {"DecoderLayer": variants.PRE_NORM}),
     "decoder residual missing around the cross-attention": (
         ("self.norm2(x + self.dropout(self.cross_attn(", "self.norm2(0 + self.dropout(self.cross_attn("),

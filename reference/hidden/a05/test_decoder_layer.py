@@ -111,7 +111,7 @@ def test_decoder_layer_dropout_on_each_sublayer_in_training_mode(new_graded, ref
         outputs[p] = expect_tensor(f"{what} in training mode", layer(x, memory), shape=x.shape), kept
     expect_no_dropout_at_zero("DecoderLayer(dropout=0.0)", *outputs[0.0], atol=ATOL, rtol=RTOL)
     modules = decoder_modules(layer, reference_decoder_layer)
-    expect_sublayers_dropped("DecoderLayer(dropout=1.0) in training mode", *outputs[1.0],
+    expect_sublayers_dropped("DecoderLayer(dropout=1.0) in training mode", outputs[1.0][0], outputs[0.0][1],
                              lambda **modules: variants.decoder_layer(x, memory, None, None, **modules),
                              lambda modules: variants.decoder_mistakes(x, memory, None, None, modules), modules)
 

@@ -102,7 +102,7 @@ def test_encoder_layer_dropout_on_each_sublayer_in_training_mode(new_graded, ref
         outputs[p] = expect_tensor(f"{what} in training mode", layer(x), shape=x.shape), kept
     expect_no_dropout_at_zero("EncoderLayer(dropout=0.0)", *outputs[0.0], atol=ATOL, rtol=RTOL)
     modules = encoder_modules(layer, reference_encoder_layer)
-    expect_sublayers_dropped("EncoderLayer(dropout=1.0) in training mode", *outputs[1.0],
+    expect_sublayers_dropped("EncoderLayer(dropout=1.0) in training mode", outputs[1.0][0], outputs[0.0][1],
                              lambda **modules: variants.encoder_layer(x, None, **modules),
                              lambda modules: variants.encoder_mistakes(x, None, modules), modules)
 

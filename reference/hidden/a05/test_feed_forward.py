@@ -70,7 +70,8 @@ def test_feed_forward_dropout_sits_between_relu_and_linear2(student, make_input,
         seed_student(63)
         outputs[p] = expect_tensor(f"{what} in training mode", module(x), shape=x.shape), kept
     expect_no_dropout_at_zero(f"FeedForward({D_MODEL}, {NARROW}, dropout=0.0)", *outputs[0.0], atol=ATOL, rtol=RTOL)
-    train, kept = outputs[0.5]
+    # Kept: the same weights with dropout=0.0, in eval mode; this module's own eval mode is another test's.
+    train, kept = outputs[0.5][0], outputs[0.0][1]
     params = _params(reference)
 
     def hidden(output):  # the d_ff values linear2 maps to ``output``, if it maps any

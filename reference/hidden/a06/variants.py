@@ -77,6 +77,8 @@ EOS_DROPPED = "the EOS token itself was replaced: keep EOS in the output and pad
 NO_BOS = "the output must start with BOS: begin with a column of bos_idx and keep it in the result"
 MAX_LEN_OFF_BY_ONE = "one token too many: max_len counts every token of the output, BOS included"
 FIRST_POSITION = "the next token comes from the logits at the last position, logits[:, -1], not the first"
+PREFIX_NOT_FED = ("the model is fed BOS over and over, not the tokens decoded so far: call model(src, out) on the "
+                  "output built so far, BOS first")
 STOPS_AT_FIRST_EOS = "decoding stopped when the first row finished: stop only when every row has produced EOS"
 NOT_LONG = "return token ids as a LongTensor (torch.long), e.g. from argmax"
 
@@ -273,17 +275,20 @@ def greedy_decode(
     position: int = -1,
     steps: str = "max_len",
     stop: str = "all",
+    feed: str = "prefix",
 ) -> torch.Tensor:
     """``steps`` "max_len" (reference: BOS plus at most max_len-1 tokens) or "one_more";
     ``stop`` "all" (reference: when every row has finished), "any" (when the first has),
-    "never" (run to max_len; not a mistake, the rest is padding)."""
+    "never" (run to max_len; not a mistake, the rest is padding); ``feed`` "prefix" (the
+    reference: the tokens so far) or "bos" (BOS repeated as often: the model sees a length)."""
     was_training = model.training
     model.eval()
     try:
         out = torch.full((src.size(0), 1), bos_idx, dtype=torch.long, device=src.device)  # (B, 1)
         finished = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)  # (B,)
         for _ in range(max_len - (0 if steps == "one_more" else 1)):
-            token = model(src, out)[:, position].argmax(dim=-1)  # (B,)
+            fed = out if feed == "prefix" else torch.full_like(out, bos_idx)
+            token = model(src, fed)[:, position].argmax(dim=-1)  # (B,)
             is_eos = token == eos_idx
             if pad_after_eos:
                 token = token.masked_fill(finished, pad_idx)
@@ -305,5 +310,6 @@ DECODE_MISTAKES = {
     MAX_LEN_OFF_BY_ONE: {"steps": "one_more"},
     FIRST_POSITION: {"position": 0},
     STOPS_AT_FIRST_EOS: {"stop": "any"},
+    PREFIX_NOT_FED: {"feed": "bos"},  # after FIRST_POSITION: where both give the same tokens, it is named
 }
 

@@ -135,7 +135,8 @@ def test_head_dropout_zeroes_attention_weights_in_training_mode(student, referen
         head.method("eval")
         outputs[p] = train, expect_tensor(f"{what} in eval mode", head(x), shape=(8, CONTEXT, HEAD_SIZE))
     expect_no_dropout_at_zero("Head(dropout=0.0)", *outputs[0.0], atol=ATOL, rtol=RTOL)
-    train, kept = outputs[0.5]
+    # Kept: the same weights with dropout=0.0, in eval mode; this module's own eval mode is another test's.
+    train, kept = outputs[0.5][0], outputs[0.0][1]
     what = "Head(dropout=0.5) in training mode"
     values = x @ params(reference_head)["value.weight"].T  # (B, T, head_size)
     weights = weights_behind(kept, values, atol=ATOL, rtol=RTOL)

@@ -18,6 +18,8 @@ NO_SCALE = "scores not scaled: multiply q @ k^T by head_size ** -0.5 (k.size(-1)
 SOFTMAX_DIM = "softmax over the wrong dimension: normalise over the keys (the last dimension)"
 MASK_NOT_CROPPED = ("the tril mask is not cropped to the input: use self.tril[:T, :T] with T = x.size(1), so every "
                     "T <= context_length works")
+PROJECTION_REUSED = ("a projection computes two of q, k and v: q = self.query(x), k = self.key(x), v = self.value(x), "
+                     "each with its own")
 NO_PROJECTION = "the heads are concatenated but not projected: MultiHead returns dropout(proj(cat(heads)))"
 RELU = "ReLU instead of GELU: the MLP is proj(gelu(fc(x))) with F.gelu (exact, erf)"
 TANH_GELU = "the tanh approximation of GELU: use the exact one, F.gelu(x) (approximate='none', nn.GELU())"
@@ -55,9 +57,11 @@ PIECES_UNUSABLE = ("your modules cannot be combined as the contract says ({error
 
 
 def head(x: torch.Tensor, p: dict[str, torch.Tensor], *, scale: str = "head", causal: bool = True,
-         fill: float = float("-inf"), softmax_dim: int = -1) -> torch.Tensor:
-    """Head's forward from its parameters (key/query/value.weight), one mistake per keyword."""
-    q, k, v = (x @ p[f"{name}.weight"].T for name in ("query", "key", "value"))  # (B, T, hs)
+         fill: float = float("-inf"), softmax_dim: int = -1, sources: tuple[str, str, str] = ("query", "key", "value")
+         ) -> torch.Tensor:
+    """Head's forward from its parameters (key/query/value.weight), one mistake per keyword;
+    ``sources``: the projections q, k and v are computed with."""
+    q, k, v = (x @ p[f"{name}.weight"].T for name in sources)  # (B, T, hs)
     scores = q @ k.transpose(-2, -1) * {"head": k.size(-1) ** -0.5, "d_model": x.size(-1) ** -0.5,
                                         "none": 1.0}[scale]
     if causal:
@@ -67,6 +71,17 @@ def head(x: torch.Tensor, p: dict[str, torch.Tensor], *, scale: str = "head", ca
     return scores.softmax(dim=softmax_dim) @ v
 
 
+def _reused(sources: tuple[str, str, str]) -> str:
+    """The hint of a head computing q, k, v with ``sources``: "... (queries with the value projection)"."""
+    wrong = next(i for i, name in enumerate(sources) if name != ("query", "key", "value")[i])
+    return f"{PROJECTION_REUSED} ({('queries', 'keys', 'values')[wrong]} with the {sources[wrong]} projection)"
+
+
+# Each of q, k, v computed with one of the other two projections.
+REUSED_SOURCES = [tuple(other if i == j else name for j, name in enumerate(("query", "key", "value")))
+                  for i in range(3) for other in ("query", "key", "value") if other != ("query", "key", "value")[i]]
+
+
 def head_mistakes(x: torch.Tensor, p: dict[str, torch.Tensor]) -> dict:
     return {
         SCALE_BY_INPUT_WIDTH: lambda: head(x, p, scale="d_model"),
@@ -74,6 +89,7 @@ def head_mistakes(x: torch.Tensor, p: dict[str, torch.Tensor]) -> dict:
         FUTURE_VISIBLE: lambda: head(x, p, causal=False),
         MASK_FILL_NOT_NEGATIVE: lambda: head(x, p, fill=0.0),
         SOFTMAX_DIM: lambda: head(x, p, softmax_dim=-2),
+        **{_reused(sources): (lambda sources=sources: head(x, p, sources=sources)) for sources in REUSED_SOURCES},
     }
 
 
@@ -135,7 +151,8 @@ def loss_mistakes(logits: torch.Tensor, targets: torch.Tensor) -> dict:
 
 
 def gpt_from_parameters(idx: torch.Tensor, p: dict[str, torch.Tensor], *, scale: str = "head", causal: bool = True,
-                        fill: float = float("-inf"), softmax_dim: int = -1, projection: bool = True,
+                        fill: float = float("-inf"), softmax_dim: int = -1,
+                        sources: tuple[str, str, str] = ("query", "key", "value"), projection: bool = True,
                         activation: str = "gelu", mode: str = "pre", positions: bool = True,
                         final_norm: bool = True) -> torch.Tensor:
     """A whole GPT's logits (B, T, V) computed here from its parameters (the contract's names),
@@ -151,7 +168,7 @@ def gpt_from_parameters(idx: torch.Tensor, p: dict[str, torch.Tensor], *, scale:
 
         def run(x: torch.Tensor) -> torch.Tensor:
             out = torch.cat([head(x, under(f"{prefix}.heads.{h}."), scale=scale, causal=causal, fill=fill,
-                                  softmax_dim=softmax_dim) for h in heads], dim=-1)
+                                  softmax_dim=softmax_dim, sources=sources) for h in heads], dim=-1)
             return F.linear(out, p[f"{prefix}.proj.weight"], p[f"{prefix}.proj.bias"]) if projection else out
         return run
 
@@ -176,7 +193,7 @@ ARCHITECTURE_MISTAKES: dict[str, dict] = {
     RELU: dict(activation="relu"), TANH_GELU: dict(activation="tanh"), NO_ACTIVATION: dict(activation="none"),
     POST_NORM: dict(mode="post"), MISSING_RESIDUAL: dict(mode="no_residual"),
     MISSING_RESIDUAL_MLP: dict(mode="no_residual_mlp"), NO_FINAL_NORM: dict(final_norm=False),
-    NO_POSITIONS: dict(positions=False),
+    NO_POSITIONS: dict(positions=False), **{_reused(sources): dict(sources=sources) for sources in REUSED_SOURCES},
 }
 
 
