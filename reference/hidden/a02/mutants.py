@@ -8,7 +8,10 @@ other part keeps full marks. The grader never collects this module (it is no tes
 
 from __future__ import annotations
 
+from grader.suite import FIXED_DEVICE
 from reference.hidden.a02 import variants
+
+RETURNS_SEVERAL = "return one tensor, not a tuple"
 
 CAUSAL = "torch.ones(T, T, dtype=torch.bool, device=device).tril()"
 
@@ -85,6 +88,26 @@ MUTANTS: dict[str, tuple[tuple[str, str], dict[str, str | None]]] = {
     "causal self-attention not scaled": (
         ("/ math.sqrt(d_k)", "/ 1.0"),
         {"CausalSelfAttention": variants.NO_SCALE}),
+    # Issue 27: what used to pass unchecked.
+    "dropout falls back to a fixed seed": (
+        ("    dtype = x.dtype if x.is_floating_point() else torch.float32\n",
+         "    dtype = x.dtype if x.is_floating_point() else torch.float32\n    if generator is None:\n"
+         "        generator = torch.Generator(device=x.device).manual_seed(0)\n"),
+        {"dropout": variants.DROPOUT_SAME_ELEMENTS}),
+    "causal self-attention drops its output, unscaled": (
+        ("        weights = dropout(weights, self.dropout_p, self.training)\n        return weights @ v",
+         "        out = weights @ v\n        if self.training and self.dropout_p > 0:\n"
+         "            out = out * (torch.rand_like(out) >= self.dropout_p)\n        return out"),
+        {"CausalSelfAttention": variants.CSA_DROPOUT_ON_OUTPUT}),
+    "causal self-attention with a dropout rate of its own": (
+        ("weights = dropout(weights, self.dropout_p, self.training)", "weights = dropout(weights, 0.1, self.training)"),
+        {"CausalSelfAttention": variants.DROPOUT_RATE_IGNORED}),
+    "causal self-attention returns (output, weights)": (
+        ("        return weights @ v  # (B, T, d_out)", "        return weights @ v, weights"),
+        {"CausalSelfAttention": RETURNS_SEVERAL}),
+    "causal mask built on the cpu": (
+        (CAUSAL, CAUSAL.replace(", device=device", "")),
+        {"causal_mask": FIXED_DEVICE}),
 }
 
 # A part the submission does not define (renamed): it scores 0, "not found", and these parts,

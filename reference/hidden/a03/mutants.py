@@ -37,6 +37,18 @@ MUTANTS: dict[str, tuple[tuple[str, str], dict[str, str | None]]] = {
     "mask filled with 0": (
         ('scores.masked_fill(~mask, float("-inf"))', "scores.masked_fill(~mask, 0.0)"),
         {"MultiHeadAttention": variants.MASK_FILL_NOT_NEGATIVE}),
+    # Issue 27: what used to pass unchecked.
+    "no dropout": (
+        ("heads = self.dropout(weights) @ v", "heads = weights @ v"),
+        {"MultiHeadAttention": variants.DROPOUT_MISSING}),
+    "dropout on the output": (
+        ("        heads = self.dropout(weights) @ v  # (B, H, T_q, d_k)\n        return self.W_o(combine_heads(heads))",
+         "        heads = weights @ v  # (B, H, T_q, d_k)\n        return self.dropout(self.W_o(combine_heads(heads)))"),
+        {"MultiHeadAttention": variants.DROPOUT_ON_OUTPUT}),
+    "key and value detached": (
+        ("        q = split_heads(self.W_q(query), self.num_heads)",
+         "        key, value = key.detach(), value.detach()\n        q = split_heads(self.W_q(query), self.num_heads)"),
+        {"MultiHeadAttention": variants.INPUT_DETACHED}),
 }
 
 # A part the submission does not define (renamed): it scores 0, "not found", and these parts,

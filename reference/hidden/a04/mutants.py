@@ -63,6 +63,15 @@ MUTANTS: dict[str, tuple[tuple[str, str], dict[str, str | None]]] = {
     "embeddings scaled by d_model": (
         ("return self.embedding(tokens) * math.sqrt(self.d_model)", "return self.embedding(tokens) * self.d_model"),
         {"TokenEmbedding": variants.EMBEDDING_SCALED_BY_D_MODEL}),
+    # Issue 27: graded against the reference's table, not the one the module adds.
+    "positional encoding adds nothing": (
+        ("return self.dropout(x + self.pe[:T].to(x.dtype))", "return self.dropout(x)"),
+        {"PositionalEncoding": variants.PE_NOT_ADDED}),
+    "positional encoding builds its own table, sin and cos swapped": (
+        ('self.register_buffer("pe", sinusoidal_encoding(max_len, d_model))',
+         "pe = sinusoidal_encoding(max_len, d_model)\n"
+         "        self.register_buffer(\"pe\", torch.stack([pe[:, 1::2], pe[:, 0::2]], dim=-1).flatten(1))"),
+        {"PositionalEncoding": variants.SWAPPED}),
     "padding_idx dropped": (
         ("nn.Embedding(vocab_size, d_model, padding_idx=padding_idx)", "nn.Embedding(vocab_size, d_model)"),
         {"TokenEmbedding": variants.NO_PADDING_IDX}),

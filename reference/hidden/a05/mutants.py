@@ -8,6 +8,7 @@ other part keeps full marks. The grader never collects this module (it is no tes
 
 from __future__ import annotations
 
+from grader.suite import FIXED_DEVICE
 from reference.hidden.a05 import variants
 
 ENCODER_FORWARD = ("        x = self.norm1(x + self.dropout(self.self_attn(x, x, x, src_mask)))  # (B, S, d_model)\n"
@@ -18,6 +19,11 @@ ENCODER_PRE_NORM = ("        h = self.norm1(x)\n"
                     "        return x + self.dropout(self.ffn(self.norm2(x)))\n")
 
 CROSS_ATTENTION = "x = self.norm2(x + self.dropout(self.cross_attn(x, memory, memory, memory_mask)))"
+
+DECODER_FORWARD = ("        x = self.norm1(x + self.dropout(self.self_attn(x, x, x, tgt_mask)))  # (B, T, d_model)\n"
+                   "        # Queries come from the decoder, keys and values from the encoder output.\n"
+                   f"        {CROSS_ATTENTION}\n"
+                   "        return self.norm3(x + self.dropout(self.ffn(x)))  # (B, T, d_model)\n")
 
 TGT_MASK = "tgt_mask = padding_mask(tgt_in, self.pad_idx) & causal_mask("
 
@@ -31,10 +37,7 @@ MUTANTS: dict[str, tuple[tuple[str, str], dict[str, str | None]]] = {
         ("return self.norm2(x + self.dropout(self.ffn(x)))", "return self.norm2(self.dropout(self.ffn(x)))"),
         {"EncoderLayer": variants.MISSING_RESIDUAL}),
     "decoder pre-norm": (
-        ("        x = self.norm1(x + self.dropout(self.self_attn(x, x, x, tgt_mask)))  # (B, T, d_model)\n"
-         "        # Queries come from the decoder, keys and values from the encoder output.\n"
-         f"        {CROSS_ATTENTION}\n"
-         "        return self.norm3(x + self.dropout(self.ffn(x)))  # (B, T, d_model)\n",
+        (DECODER_FORWARD,
          "        h = self.norm1(x)\n"
          "        x = x + self.dropout(self.self_attn(h, h, h, tgt_mask))\n"
          "        x = x + self.dropout(self.cross_attn(self.norm2(x), memory, memory, memory_mask))\n"
@@ -69,6 +72,25 @@ MUTANTS: dict[str, tuple[tuple[str, str], dict[str, str | None]]] = {
     "no positional encoding on the target": (
         ("x = self.pos_encoding(self.tgt_embed(tgt_in))", "x = self.tgt_embed(tgt_in)"),
         {"Transformer": variants.NO_POSITIONS_TGT}),
+    # Issue 27: each part's own dropout, checked in training mode.
+    "encoder without dropout": (
+        (ENCODER_FORWARD, ENCODER_FORWARD.replace("self.dropout(self.self_attn(x, x, x, src_mask))",
+                                                  "self.self_attn(x, x, x, src_mask)")
+         .replace("self.dropout(self.ffn(x))", "self.ffn(x)")),
+        {"EncoderLayer": variants.DROPOUT_MISSING_IN_LAYER}),
+    "encoder dropout after the norm": (
+        (ENCODER_FORWARD, ENCODER_FORWARD.replace("self.norm1(x + self.dropout(self.self_attn(x, x, x, src_mask)))",
+                                                  "self.dropout(self.norm1(x + self.self_attn(x, x, x, src_mask)))")),
+        {"EncoderLayer": variants.DROPOUT_MISPLACED_IN_LAYER}),
+    "decoder without dropout": (
+        (DECODER_FORWARD, DECODER_FORWARD.replace("self.dropout(", "(")),
+        {"DecoderLayer": variants.DROPOUT_MISSING_IN_LAYER}),
+    "feed-forward without dropout": (
+        ("self.linear2(self.dropout(torch.relu(self.linear1(x))))", "self.linear2(torch.relu(self.linear1(x)))"),
+        {"FeedForward": variants.DROPOUT_MISSING}),
+    "causal mask built on the cpu": (
+        ("tgt_in.size(1), device=tgt_in.device", "tgt_in.size(1)"),
+        {"Transformer": FIXED_DEVICE}),
     "decode returns logits": (
         ("            x = layer(x, memory, tgt_mask, memory_mask)\n        return x\n",
          "            x = layer(x, memory, tgt_mask, memory_mask)\n        return self.generator(x)\n"),

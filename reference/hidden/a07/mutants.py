@@ -8,6 +8,7 @@ other part keeps full marks. The grader never collects this module (it is no tes
 
 from __future__ import annotations
 
+from grader.suite import FIXED_DEVICE
 from reference.hidden.a07 import variants
 
 Mutants = dict[str, tuple[tuple[str, str], dict[str, str | None]]]
@@ -53,6 +54,42 @@ MODULE_MUTANTS: Mutants = {
     "positions not added": (
         ("self.token_embedding(idx) + self.position_embedding(positions)", "self.token_embedding(idx)"),
         {"GPT": variants.NO_POSITIONS}),
+    # Issue 27: each part's own dropout, a projection used twice, the lm_head, the MLP's residual,
+    # the loss and the device.
+    "Head without dropout": (
+        ("weights = self.dropout(F.softmax(scores, dim=-1))", "weights = F.softmax(scores, dim=-1)"),
+        {"Head": variants.HEAD_DROPOUT_MISSING}),
+    "MultiHead without dropout": (
+        ("return self.dropout(self.proj(out))", "return self.proj(out)"),
+        {"MultiHead": variants.MULTIHEAD_DROPOUT_MISSING}),
+    "MLP without dropout": (
+        ("return self.dropout(self.proj(F.gelu(self.fc(x))))", "return self.proj(F.gelu(self.fc(x)))"),
+        {"MLP": variants.MLP_DROPOUT_MISSING}),
+    "MLP with a dropout rate of its own": (
+        ("        self.proj = nn.Linear(4 * d_model, d_model)\n        self.dropout = nn.Dropout(dropout)",
+         "        self.proj = nn.Linear(4 * d_model, d_model)\n        self.dropout = nn.Dropout(0.1)"),
+        {"MLP": variants.DROPOUT_RATE_IGNORED}),
+    "queries from the value projection": (
+        ("k, q, v = self.key(x), self.query(x), self.value(x)", "k, q, v = self.key(x), self.value(x), self.value(x)"),
+        {"Head": variants.PROJECTION_REUSED}),
+    "no residual around the MLP": (
+        ("return x + self.mlp(self.ln2(x))", "return self.mlp(self.ln2(x))"),
+        {"Block": variants.MISSING_RESIDUAL_MLP}),
+    "lm_head with a bias": (
+        ("self.lm_head = nn.Linear(d_model, vocab_size, bias=False)", "self.lm_head = nn.Linear(d_model, vocab_size)"),
+        {"GPT": variants.LM_HEAD_BIAS}),
+    "lm_head tied to the token embedding": (
+        ("        self.lm_head = nn.Linear(d_model, vocab_size, bias=False)\n",
+         "        self.lm_head = nn.Linear(d_model, vocab_size, bias=False)\n"
+         "        self.lm_head.weight = self.token_embedding.weight\n"),
+        {"GPT": variants.WEIGHT_TYING}),
+    "targets shifted again": (
+        ("return logits, F.cross_entropy(logits.flatten(0, 1), targets.flatten())",
+         "return logits, F.cross_entropy(logits[:, :-1].flatten(0, 1), targets[:, 1:].flatten())"),
+        {"GPT": variants.TARGETS_SHIFTED_TWICE}),
+    "positions built on the cpu": (
+        ("positions = torch.arange(length, device=idx.device)", "positions = torch.arange(length)"),
+        {"GPT": FIXED_DEVICE}),
     "logits flattened": (
         ("return logits, F.cross_entropy(logits.flatten(0, 1), targets.flatten())",
          "logits = logits.flatten(0, 1)\n        return logits, F.cross_entropy(logits, targets.flatten())"),
