@@ -81,14 +81,16 @@ def mutant(source: str, old: str, new: str) -> str:
     return source.replace(old, new)
 
 
-def assert_mistake_named(report: GradeReport, expected_hints: dict[str, str | None], name: str = "") -> None:
-    """The parts in ``expected_hints`` lose points, with a hint containing that text (None:
-    any hint); every other part keeps full marks."""
+def assert_mistake_named(report: GradeReport, expected: dict[str, tuple[float, str | None]], name: str = "") -> None:
+    """Each part in ``expected`` loses exactly the points written beside it, what an instructor
+    would take for the mistake, with a headline hint containing that text (None: any hint);
+    every other part keeps full marks."""
     assert report.status == "graded", report.error
     for result in report.parts:
-        if result.id in expected_hints:
-            want = expected_hints[result.id]
-            assert result.score < result.max_score, f"{name}: {result.id} kept full marks"
+        if result.id in expected:
+            points, want = expected[result.id]
+            assert result.max_score - result.score == points, \
+                f"{name}: {result.id} lost {result.max_score - result.score:g} points, not {points:g}: {result.hints}"
             assert want is None or (result.hint and want in result.hint), (name, result.id, result.hint)
         else:
             assert result.score == result.max_score, f"{name}: {result.id} lost points: {result.hint}"

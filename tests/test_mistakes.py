@@ -1,5 +1,5 @@
 """Every assignment's named mistakes, each made in its reference (a mutant): the mistake loses
-points in the parts that its table lists, with their hints, and nowhere else.
+exactly the points its table writes beside each part it lists, with their hints, and nowhere else.
 
 The tables are data next to each hidden suite (reference/hidden/aNN/mutants.py); a test id
 reads ``a03-mask inverted``.
@@ -36,10 +36,10 @@ def reference_submission(assignment_id: str) -> str:
     pytest.param(assignment, name, id=f"a{assignment.id}-{name}")
     for assignment in ASSIGNMENTS for name in mutants_of(assignment).MUTANTS
 ])
-def test_mistake_loses_points_in_its_part_with_its_hint(grade_source, assignment, name):
-    (old, new), expected_hints = mutants_of(assignment).MUTANTS[name]
+def test_mistake_loses_its_points_in_its_part_with_its_hint(grade_source, assignment, name):
+    (old, new), expected = mutants_of(assignment).MUTANTS[name]
     report = grade_source(mutant(reference_submission(assignment.id), old, new), assignment=assignment.directory)
-    assert_mistake_named(report, expected_hints, name)
+    assert_mistake_named(report, expected, name)
 
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS, ids=lambda assignment: f"a{assignment.id}")

@@ -28,6 +28,8 @@ MUTANT_OF = {
     variants.NO_PROJECTION: "no output projection", variants.RELU: "ReLU", variants.TANH_GELU: "tanh GELU",
     variants.POST_NORM: "post-norm", variants.MISSING_RESIDUAL: "no residual around the attention",
     variants.NO_FINAL_NORM: "no final LayerNorm", variants.NO_POSITIONS: "positions not added",
+    variants.MISSING_RESIDUAL_MLP: "no residual around the MLP",
+    f"{variants.PROJECTION_REUSED} (queries with the value projection)": "queries from the value projection",
 }
 
 

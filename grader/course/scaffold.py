@@ -143,13 +143,14 @@ MUTANTS = '''\
 
 A mutant is the reference submission with one edit (``old`` -> ``new``, unique in it), so it
 differs from a correct solution in exactly the way its name says, and none is a hand-kept
-copy. The parts it lists lose points with a hint containing that text (None: any hint); every
-other part keeps full marks. The grader never collects this module (it is no test_*.py).
+copy. Each part it lists loses exactly the points written beside it, what an instructor would
+take for the mistake, with a hint containing that text (None: any hint); every other part
+keeps full marks. The grader never collects this module (it is no test_*.py).
 """
 
 from __future__ import annotations
 
-MUTANTS: dict[str, tuple[tuple[str, str], dict[str, str | None]]] = {}
+MUTANTS: dict[str, tuple[tuple[str, str], dict[str, tuple[float, str | None]]]] = {}
 
 # A part the submission does not define (renamed): it scores 0, "not found", and these parts,
 # which do not use it, keep full marks.

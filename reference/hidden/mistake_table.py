@@ -44,7 +44,7 @@ def render() -> str:
     lines += ["", "## Any assignment: what an exception usually means", ""]
     lines += [f"- {hint}" for _, hint in hints.exception_hints()]
     lines += [f"- {hints.NOT_IMPLEMENTED}", f"- {hints.NOT_FOUND}", f"- {hints.RETURNS_NONE}",
-              f"- {hints.RETURNS_SEVERAL}"]
+              f"- {hints.RETURNS_SEVERAL}", f"- {hints.UNUSED_PARAMETERS.format(module='a submodule')}"]
     return "\n".join(lines) + "\n"
 
 

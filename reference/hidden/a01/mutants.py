@@ -2,8 +2,9 @@
 
 A mutant is the reference submission with one edit (``old`` -> ``new``, unique in it), so it
 differs from a correct solution in exactly the way its name says, and none is a hand-kept
-copy. The parts it lists lose points with a hint containing that text (None: any hint); every
-other part keeps full marks. The grader never collects this module (it is no test_*.py).
+copy. Each part it lists loses exactly the points written beside it, what an instructor would
+take for the mistake, with a hint containing that text (None: any hint); every other part
+keeps full marks. The grader never collects this module (it is no test_*.py).
 """
 
 from __future__ import annotations
@@ -12,69 +13,74 @@ from reference.hidden.a01 import variants
 
 SOFTMAX_BODY = "    exp = torch.exp(x - row_max)\n    return exp / exp.sum(dim=dim, keepdim=True)\n"
 
-MUTANTS: dict[str, tuple[tuple[str, str], dict[str, str | None]]] = {
+MUTANTS: dict[str, tuple[tuple[str, str], dict[str, tuple[float, str | None]]]] = {
     "softmax ignores dim": (
         ("    row_max = x.amax(dim=dim, keepdim=True)\n",
          "    dim = -1\n    row_max = x.amax(dim=dim, keepdim=True)\n"),
-        {"softmax": variants.SOFTMAX_WRONG_DIM}),
+        {"softmax": (3, variants.SOFTMAX_WRONG_DIM)}),
     "no max subtraction": (
         ("exp = torch.exp(x - row_max)", "exp = torch.exp(x)"),
-        {"softmax": variants.NO_MAX_SUBTRACTION}),
+        {"softmax": (3, variants.NO_MAX_SUBTRACTION)}),
     "max over the whole tensor": (
         ("row_max = x.amax(dim=dim, keepdim=True)", "row_max = x.max()"),
-        {"softmax": variants.GLOBAL_MAX}),
+        {"softmax": (3, variants.GLOBAL_MAX)}),
     "forbidden torch.softmax": (
         (SOFTMAX_BODY, "    return torch.softmax(x, dim=dim)\n"),
-        {"softmax": variants.FORBIDDEN_SOFTMAX}),
+        {"softmax": (14, variants.FORBIDDEN_SOFTMAX)}),
     "scores scaled": (
         ("return query @ keys.transpose(-2, -1)", "return query @ keys.transpose(-2, -1) / math.sqrt(query.size(-1))"),
         # scaled_dot_product_attention scales again, and SelfAttention calls it: each says
         # which part it uses to fix first (the contract's uses).
-        {"attention_scores": variants.SCORES_SCALED, "scaled_dot_product_attention": "fix attention_scores first",
-         "SelfAttention": "fix scaled_dot_product_attention first"}),
+        {"attention_scores": (5, variants.SCORES_SCALED),
+         "scaled_dot_product_attention": (10, "fix attention_scores first"),
+         "SelfAttention": (6, "fix scaled_dot_product_attention first")}),
     "scores transposed": (
         ("return query @ keys.transpose(-2, -1)", "return keys @ query.transpose(-2, -1)"),
-        {"attention_scores": variants.SCORES_TRANSPOSED, "scaled_dot_product_attention": variants.OWN_PIECES_WRONG,
-         "SelfAttention": variants.OWN_SDPA_WRONG}),
+        {"attention_scores": (7, variants.SCORES_TRANSPOSED),
+         "scaled_dot_product_attention": (10, variants.OWN_PIECES_WRONG),
+         "SelfAttention": (6, variants.OWN_SDPA_WRONG)}),
     "not scaled": (
         ("/ math.sqrt(d_k)", "/ 1.0"),
         # SelfAttention calls the student's own scaled_dot_product_attention, so it breaks too.
-        {"scaled_dot_product_attention": variants.NO_SCALE, "SelfAttention": "fix scaled_dot_product_attention first"}),
+        {"scaled_dot_product_attention": (10, variants.NO_SCALE),
+         "SelfAttention": (6, "fix scaled_dot_product_attention first")}),
     "scaled by d_k": (
         ("/ math.sqrt(d_k)", "/ d_k"),
-        {"scaled_dot_product_attention": variants.SCALE_D_K, "SelfAttention": "fix scaled_dot_product_attention first"}),
+        {"scaled_dot_product_attention": (10, variants.SCALE_D_K),
+         "SelfAttention": (6, "fix scaled_dot_product_attention first")}),
     "scaled by sqrt(T)": (
         ("d_k = q.size(-1)", "d_k = q.size(-2)"),
-        {"scaled_dot_product_attention": variants.SCALE_BY_LENGTH,
-         "SelfAttention": "fix scaled_dot_product_attention first"}),
+        {"scaled_dot_product_attention": (10, variants.SCALE_BY_LENGTH),
+         "SelfAttention": (6, "fix scaled_dot_product_attention first")}),
     "attention softmax over the wrong dimension": (
         ("weights = softmax(scores, dim=-1)", "weights = softmax(scores, dim=-2)"),
-        {"scaled_dot_product_attention": variants.SOFTMAX_DIM,
-         "SelfAttention": "fix scaled_dot_product_attention first"}),
+        {"scaled_dot_product_attention": (10, variants.SOFTMAX_DIM),
+         "SelfAttention": (6, "fix scaled_dot_product_attention first")}),
     "mask inverted": (
         ("scores.masked_fill(~mask,", "scores.masked_fill(mask,"),
-        {"scaled_dot_product_attention": variants.MASK_INVERTED}),
+        {"scaled_dot_product_attention": (4, variants.MASK_INVERTED)}),
     "mask inverted, filled with -1e9": (
         ('scores.masked_fill(~mask, float("-inf"))', "scores.masked_fill(mask, -1e9)"),
-        {"scaled_dot_product_attention": variants.MASK_INVERTED}),
+        {"scaled_dot_product_attention": (4, variants.MASK_INVERTED)}),
     "mask applied after the softmax": (
         ('        scores = scores.masked_fill(~mask, float("-inf"))\n    weights = softmax(scores, dim=-1)',
          "        pass\n    weights = softmax(scores, dim=-1)\n"
          "    if mask is not None:\n        weights = weights.masked_fill(~mask, 0.0)"),
-        {"scaled_dot_product_attention": variants.MASK_AFTER_SOFTMAX}),
+        {"scaled_dot_product_attention": (4, variants.MASK_AFTER_SOFTMAX)}),
     "mask filled with 1e-15": (
         ('scores.masked_fill(~mask, float("-inf"))', 'scores.masked_fill(~mask, 1e-15)'),
-        {"scaled_dot_product_attention": variants.MASK_FILL_NOT_NEGATIVE}),
+        {"scaled_dot_product_attention": (4, variants.MASK_FILL_NOT_NEGATIVE)}),
     "mask ignored": (
         ('scores = scores.masked_fill(~mask, float("-inf"))', "pass"),
-        {"scaled_dot_product_attention": variants.MASK_IGNORED}),
+        {"scaled_dot_product_attention": (4, variants.MASK_IGNORED)}),
     "returns (weights, output)": (
         ("return weights @ v, weights", "return weights, weights @ v"),
-        {"scaled_dot_product_attention": variants.RETURN_ORDER, "SelfAttention": variants.OWN_SDPA_WRONG}),
+        {"scaled_dot_product_attention": (13, variants.RETURN_ORDER),
+         "SelfAttention": (9, "fix scaled_dot_product_attention first")}),
     "W_query and W_key swapped": (
         ("q, k, v = self.W_query(x), self.W_key(x), self.W_value(x)",
          "q, k, v = self.W_key(x), self.W_query(x), self.W_value(x)"),
-        {"SelfAttention": variants.QUERY_KEY_SWAPPED}),
+        {"SelfAttention": (6, variants.QUERY_KEY_SWAPPED)}),
 }
 
 # A part the submission does not define (renamed): it scores 0, "not found", and these parts,

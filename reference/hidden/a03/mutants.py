@@ -2,53 +2,55 @@
 
 A mutant is the reference submission with one edit (``old`` -> ``new``, unique in it), so it
 differs from a correct solution in exactly the way its name says, and none is a hand-kept
-copy. The parts it lists lose points with a hint containing that text (None: any hint); every
-other part keeps full marks. The grader never collects this module (it is no test_*.py).
+copy. Each part it lists loses exactly the points written beside it, what an instructor would
+take for the mistake, with a hint containing that text (None: any hint); every other part
+keeps full marks. The grader never collects this module (it is no test_*.py).
 """
 
 from __future__ import annotations
 
 from reference.hidden.a03 import variants
 
-MUTANTS: dict[str, tuple[tuple[str, str], dict[str, str | None]]] = {
+MUTANTS: dict[str, tuple[tuple[str, str], dict[str, tuple[float, str | None]]]] = {
     "split with view, no transpose": (
         ("x.view(batch, length, num_heads, d_k).transpose(1, 2)", "x.reshape(batch, num_heads, length, d_k)"),
         # MultiHeadAttention calls the student's own split_heads: fix that first (the contract's uses).
-        {"split_heads": variants.NO_TRANSPOSE_SPLIT, "MultiHeadAttention": "fix split_heads first"}),
+        {"split_heads": (3, variants.NO_TRANSPOSE_SPLIT), "MultiHeadAttention": (11, "fix split_heads first")}),
     "missing contiguous": (
         ("x.transpose(1, 2).contiguous().view(", "x.transpose(1, 2).view("),
         # MultiHeadAttention calls the student's own combine_heads, so it breaks too: fix that first.
-        {"combine_heads": ".contiguous()", "MultiHeadAttention": "fix combine_heads first"}),
+        {"combine_heads": (4, ".contiguous()"), "MultiHeadAttention": (14, "fix combine_heads first")}),
     "scaled by sqrt(d_model)": (
         ("d_k = q.size(-1)\n", "d_k = q.size(-1) * q.size(1)\n"),
-        {"MultiHeadAttention": variants.SCALE_D_MODEL}),
+        {"MultiHeadAttention": (11, variants.SCALE_D_MODEL)}),
     "not scaled": (
         ("/ math.sqrt(d_k)", "/ 1.0"),
-        {"MultiHeadAttention": variants.NO_SCALE}),
+        {"MultiHeadAttention": (11, variants.NO_SCALE)}),
     "scaled by d_k": (
         ("/ math.sqrt(d_k)", "/ d_k"),
-        {"MultiHeadAttention": variants.SCALE_D_K}),
+        {"MultiHeadAttention": (11, variants.SCALE_D_K)}),
     "softmax over the wrong dimension": (
         ("weights = softmax(scores, dim=-1)", "weights = softmax(scores, dim=-2)"),
-        {"MultiHeadAttention": variants.SOFTMAX_DIM}),
+        {"MultiHeadAttention": (11, variants.SOFTMAX_DIM)}),
     "mask inverted": (
         ("scores.masked_fill(~mask,", "scores.masked_fill(mask,"),
-        {"MultiHeadAttention": variants.MASK_INVERTED}),
+        {"MultiHeadAttention": (3, variants.MASK_INVERTED)}),
     "mask filled with 0": (
         ('scores.masked_fill(~mask, float("-inf"))', "scores.masked_fill(~mask, 0.0)"),
-        {"MultiHeadAttention": variants.MASK_FILL_NOT_NEGATIVE}),
+        {"MultiHeadAttention": (3, variants.MASK_FILL_NOT_NEGATIVE)}),
     # Issue 27: what used to pass unchecked.
     "no dropout": (
         ("heads = self.dropout(weights) @ v", "heads = weights @ v"),
-        {"MultiHeadAttention": variants.DROPOUT_MISSING}),
+        {"MultiHeadAttention": (2, variants.DROPOUT_MISSING)}),
     "dropout on the output": (
         ("        heads = self.dropout(weights) @ v  # (B, H, T_q, d_k)\n        return self.W_o(combine_heads(heads))",
-         "        heads = weights @ v  # (B, H, T_q, d_k)\n        return self.dropout(self.W_o(combine_heads(heads)))"),
-        {"MultiHeadAttention": variants.DROPOUT_ON_OUTPUT}),
+         "        heads = weights @ v  # (B, H, T_q, d_k)\n"
+         "        return self.dropout(self.W_o(combine_heads(heads)))"),
+        {"MultiHeadAttention": (2, variants.DROPOUT_ON_OUTPUT)}),
     "key and value detached": (
         ("        q = split_heads(self.W_q(query), self.num_heads)",
          "        key, value = key.detach(), value.detach()\n        q = split_heads(self.W_q(query), self.num_heads)"),
-        {"MultiHeadAttention": variants.INPUT_DETACHED}),
+        {"MultiHeadAttention": (2, variants.INPUT_DETACHED)}),
 }
 
 # A part the submission does not define (renamed): it scores 0, "not found", and these parts,

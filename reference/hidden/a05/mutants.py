@@ -2,8 +2,9 @@
 
 A mutant is the reference submission with one edit (``old`` -> ``new``, unique in it), so it
 differs from a correct solution in exactly the way its name says, and none is a hand-kept
-copy. The parts it lists lose points with a hint containing that text (None: any hint); every
-other part keeps full marks. The grader never collects this module (it is no test_*.py).
+copy. Each part it lists loses exactly the points written beside it, what an instructor would
+take for the mistake, with a hint containing that text (None: any hint); every other part
+keeps full marks. The grader never collects this module (it is no test_*.py).
 """
 
 from __future__ import annotations
@@ -27,74 +28,74 @@ DECODER_FORWARD = ("        x = self.norm1(x + self.dropout(self.self_attn(x, x,
 
 TGT_MASK = "tgt_mask = padding_mask(tgt_in, self.pad_idx) & causal_mask("
 
-MUTANTS: dict[str, tuple[tuple[str, str], dict[str, str | None]]] = {
+MUTANTS: dict[str, tuple[tuple[str, str], dict[str, tuple[float, str | None]]]] = {
     # A layer's wiring mistake costs points in that layer only: the Transformer is graded
     # with its own layers as black boxes.
     "encoder pre-norm": (
         (ENCODER_FORWARD, ENCODER_PRE_NORM),
-        {"EncoderLayer": variants.PRE_NORM}),
+        {"EncoderLayer": (7, variants.PRE_NORM)}),
     "encoder residual missing around the feed-forward network": (
         ("return self.norm2(x + self.dropout(self.ffn(x)))", "return self.norm2(self.dropout(self.ffn(x)))"),
-        {"EncoderLayer": variants.MISSING_RESIDUAL}),
+        {"EncoderLayer": (7, variants.MISSING_RESIDUAL)}),
     "decoder pre-norm": (
         (DECODER_FORWARD,
          "        h = self.norm1(x)\n"
          "        x = x + self.dropout(self.self_attn(h, h, h, tgt_mask))\n"
          "        x = x + self.dropout(self.cross_attn(self.norm2(x), memory, memory, memory_mask))\n"
          "        return x + self.dropout(self.ffn(self.norm3(x)))\n"),
-        {"DecoderLayer": variants.PRE_NORM}),
+        {"DecoderLayer": (7, variants.PRE_NORM)}),
     "decoder residual missing around the cross-attention": (
         ("self.norm2(x + self.dropout(self.cross_attn(", "self.norm2(0 + self.dropout(self.cross_attn("),
-        {"DecoderLayer": variants.MISSING_RESIDUAL}),
+        {"DecoderLayer": (7, variants.MISSING_RESIDUAL)}),
     "cross-attention over the decoder's own states": (
         ("self.cross_attn(x, memory, memory, memory_mask)", "self.cross_attn(x, x, x, memory_mask)"),
         # With T != S and a memory mask the layer cannot run at all, so the Transformer,
         # which calls it, fails too and says which piece to fix.
-        {"DecoderLayer": variants.CROSS_OVER_OWN_STATES,
-         "Transformer": variants.PIECE_RAISES.format(piece="DecoderLayer (decoder_layers[0])",
-                                                     where="the DecoderLayer part")}),
+        {"DecoderLayer": (8, variants.CROSS_OVER_OWN_STATES),
+         "Transformer": (13, variants.PIECE_RAISES.format(piece="DecoderLayer (decoder_layers[0])",
+                                                     where="the DecoderLayer part"))}),
     "cross-attention through self_attn": (
         ("self.cross_attn(x, memory, memory, memory_mask)", "self.self_attn(x, memory, memory, memory_mask)"),
-        {"DecoderLayer": variants.CROSS_USES_SELF_ATTN}),
+        {"DecoderLayer": (8, variants.CROSS_USES_SELF_ATTN)}),
     "no ReLU": (
         ("self.linear2(self.dropout(torch.relu(self.linear1(x))))", "self.linear2(self.dropout(self.linear1(x)))"),
-        {"FeedForward": variants.NO_RELU}),
+        {"FeedForward": (5, variants.NO_RELU)}),
     "feed-forward dropout on the output": (
         ("self.linear2(self.dropout(torch.relu(self.linear1(x))))",
          "self.dropout(self.linear2(torch.relu(self.linear1(x))))"),
-        {"FeedForward": variants.DROPOUT_ON_OUTPUT}),
+        {"FeedForward": (1, variants.DROPOUT_ON_OUTPUT)}),
     "no causal mask": (
         (TGT_MASK, "tgt_mask = padding_mask(tgt_in, self.pad_idx) | causal_mask("),
-        {"Transformer": variants.NO_CAUSAL_MASK}),
+        {"Transformer": (7, variants.NO_CAUSAL_MASK)}),
     "no memory mask": (
         ("self.decode(tgt_in, memory, tgt_mask, src_mask)", "self.decode(tgt_in, memory, tgt_mask, None)"),
-        {"Transformer": variants.NO_MEMORY_MASK}),
+        {"Transformer": (6, variants.NO_MEMORY_MASK)}),
     "no positional encoding on the target": (
         ("x = self.pos_encoding(self.tgt_embed(tgt_in))", "x = self.tgt_embed(tgt_in)"),
-        {"Transformer": variants.NO_POSITIONS_TGT}),
+        {"Transformer": (8, variants.NO_POSITIONS_TGT)}),
     # Issue 27: each part's own dropout, checked in training mode.
     "encoder without dropout": (
         (ENCODER_FORWARD, ENCODER_FORWARD.replace("self.dropout(self.self_attn(x, x, x, src_mask))",
                                                   "self.self_attn(x, x, x, src_mask)")
          .replace("self.dropout(self.ffn(x))", "self.ffn(x)")),
-        {"EncoderLayer": variants.DROPOUT_MISSING_IN_LAYER}),
+        {"EncoderLayer": (1, variants.DROPOUT_MISSING_IN_LAYER)}),
     "encoder dropout after the norm": (
         (ENCODER_FORWARD, ENCODER_FORWARD.replace("self.norm1(x + self.dropout(self.self_attn(x, x, x, src_mask)))",
                                                   "self.dropout(self.norm1(x + self.self_attn(x, x, x, src_mask)))")),
-        {"EncoderLayer": variants.DROPOUT_MISPLACED_IN_LAYER}),
+        {"EncoderLayer": (1, variants.DROPOUT_MISPLACED_IN_LAYER)}),
     "decoder without dropout": (
         (DECODER_FORWARD, DECODER_FORWARD.replace("self.dropout(", "(")),
-        {"DecoderLayer": variants.DROPOUT_MISSING_IN_LAYER}),
+        {"DecoderLayer": (1, variants.DROPOUT_MISSING_IN_LAYER)}),
     "feed-forward without dropout": (
         ("self.linear2(self.dropout(torch.relu(self.linear1(x))))", "self.linear2(torch.relu(self.linear1(x)))"),
-        {"FeedForward": variants.DROPOUT_MISSING}),
+        {"FeedForward": (1, variants.DROPOUT_MISSING)}),
     "causal mask built on the cpu": (
         ("tgt_in.size(1), device=tgt_in.device", "tgt_in.size(1)"),
-        {"Transformer": FIXED_DEVICE}),
+        {"Transformer": (1, FIXED_DEVICE)}),
     "decode returns logits": (
         ("            x = layer(x, memory, tgt_mask, memory_mask)\n        return x\n",
          "            x = layer(x, memory, tgt_mask, memory_mask)\n        return self.generator(x)\n"),
-        {"Transformer": variants.DECODE_RETURNS_LOGITS}),
+        {"Transformer": (14, variants.DECODE_RETURNS_LOGITS)}),
 }
 
 # A part the submission does not define (renamed): it scores 0, "not found", and these parts,

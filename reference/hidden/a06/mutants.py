@@ -2,8 +2,9 @@
 
 A mutant is the reference submission with one edit (``old`` -> ``new``, unique in it), so it
 differs from a correct solution in exactly the way its name says, and none is a hand-kept
-copy. The parts it lists lose points with a hint containing that text (None: any hint); every
-other part keeps full marks. The grader never collects this module (it is no test_*.py).
+copy. Each part it lists loses exactly the points written beside it, what an instructor would
+take for the mistake, with a hint containing that text (None: any hint); every other part
+keeps full marks. The grader never collects this module (it is no test_*.py).
 """
 
 from __future__ import annotations
@@ -32,85 +33,85 @@ ANNOTATED_SMOOTHING = """    vocab = logits.size(-1)
     return kl / (flat_labels != pad_idx).sum()
 """
 
-MUTANTS: dict[str, tuple[tuple[str, str], dict[str, str | None]]] = {
+MUTANTS: dict[str, tuple[tuple[str, str], dict[str, tuple[float, str | None]]]] = {
     # teacher forcing
     "labels not shifted, in teacher_forcing_split": (
         ("return tgt[:, :-1], tgt[:, 1:]", "return tgt[:, :-1], tgt[:, :-1]"),
         # train_step uses the student's own split: graded on top of it, it keeps its points.
-        {"teacher_forcing_split": variants.LABELS_NOT_SHIFTED}),
+        {"teacher_forcing_split": (4, variants.LABELS_NOT_SHIFTED)}),
     "decoder input and labels swapped": (
         ("return tgt[:, :-1], tgt[:, 1:]", "return tgt[:, 1:], tgt[:, :-1]"),
-        {"teacher_forcing_split": variants.SPLIT_SWAPPED}),
+        {"teacher_forcing_split": (4, variants.SPLIT_SWAPPED)}),
     "labels not shifted, in train_step": (
         ("tgt_in, labels = teacher_forcing_split(tgt)", "tgt_in, labels = tgt[:, :-1], tgt[:, :-1]"),
-        {"train_step": variants.LABELS_NOT_SHIFTED}),
+        {"train_step": (9, variants.LABELS_NOT_SHIFTED)}),
     # the loss
     "padding not ignored, in translation_loss": (
         ("        ignore_index=pad_idx,\n", ""),
-        {"translation_loss": variants.PAD_NOT_IGNORED}),
+        {"translation_loss": (7, variants.PAD_NOT_IGNORED)}),
     "padding not ignored, in train_step": (
         ("loss = translation_loss(logits, labels, pad_idx)",
          "loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten())"),
-        {"train_step": variants.PAD_NOT_IGNORED}),
+        {"train_step": (9, variants.PAD_NOT_IGNORED)}),
     "pad index hard-coded": (
         ("ignore_index=pad_idx,", "ignore_index=0,"),
-        {"translation_loss": variants.PAD_HARDCODED}),
+        {"translation_loss": (1, variants.PAD_HARDCODED)}),
     "label smoothing ignored": (
         ("        label_smoothing=label_smoothing,\n", ""),
-        {"translation_loss": variants.SMOOTHING_IGNORED}),
+        {"translation_loss": (2, variants.SMOOTHING_IGNORED)}),
     "label smoothing hard-coded": (
         ("label_smoothing=label_smoothing,", "label_smoothing=0.1,"),
         # train_step is graded on top of the student's own loss: it keeps its points.
-        {"translation_loss": variants.SMOOTHING_HARDCODED}),
+        {"translation_loss": (6, variants.SMOOTHING_HARDCODED)}),
     "label smoothing the annotated-transformer way": (
         (CROSS_ENTROPY, ANNOTATED_SMOOTHING),
-        {"translation_loss": variants.SMOOTHING_ANNOTATED}),
+        {"translation_loss": (2, variants.SMOOTHING_ANNOTATED)}),
     "translation_loss wrong in an unknown way": (
         ("    return F.cross_entropy(\n", "    return 2 * F.cross_entropy(\n"),
         # train_step returns twice the loss too: its hint points at translation_loss.
-        {"translation_loss": None, "train_step": variants.SUBPART_WRONG.format(name="translation_loss")}),
+        {"translation_loss": (8, None), "train_step": (7, variants.SUBPART_WRONG.format(name="translation_loss"))}),
     # the step
     "the label leaks into the input": (
         ("logits = model(src, tgt_in)  # (B, T-1, V)", "logits = model(src, tgt)[:, 1:]"),
         # The model learns to copy its input, which the end-to-end part, measuring the loss
         # of each known wrong objective too, counts as training: the step is wrong, not there.
-        {"train_step": variants.LABEL_LEAKS}),
+        {"train_step": (9, variants.LABEL_LEAKS)}),
     "no zero_grad": (
         ("    optimizer.zero_grad()\n", ""),
-        {"train_step": variants.NO_ZERO_GRAD}),
+        {"train_step": (3, variants.NO_ZERO_GRAD)}),
     "no optimizer step": (
         ("    optimizer.step()\n", ""),
         # end_to_end trains with the student's train_step: fix that first (the contract's uses).
-        {"train_step": variants.NO_STEP, "end_to_end": "fix train_step first"}),
+        {"train_step": (7, variants.NO_STEP), "end_to_end": (3, "fix train_step first")}),
     "clipping after the step": (
         (CLIP_THEN_STEP, "    optimizer.step()\n    nn.utils.clip_grad_norm_(model.parameters(), clip_norm)\n"),
-        {"train_step": variants.CLIP_AFTER_STEP}),
+        {"train_step": (6, variants.CLIP_AFTER_STEP)}),
     "no clipping": (
         ("    nn.utils.clip_grad_norm_(model.parameters(), clip_norm)\n", ""),
-        {"train_step": variants.NO_CLIP}),
+        {"train_step": (6, variants.NO_CLIP)}),
     "clipping by value": (
         ("nn.utils.clip_grad_norm_(model.parameters(), clip_norm)",
          "nn.utils.clip_grad_value_(model.parameters(), clip_norm)"),
-        {"train_step": variants.CLIP_BY_VALUE}),
+        {"train_step": (6, variants.CLIP_BY_VALUE)}),
     "loss returned as a tensor": (
         ("    return loss.item()\n", "    return loss\n"),
-        {"train_step": variants.LOSS_NOT_FLOAT}),
+        {"train_step": (1, variants.LOSS_NOT_FLOAT)}),
     # greedy decoding
     "not padded after EOS": (
         ("            next_token = next_token.masked_fill(finished, pad_idx)\n", ""),
-        {"greedy_decode": variants.NOT_PADDED_AFTER_EOS}),
+        {"greedy_decode": (5, variants.NOT_PADDED_AFTER_EOS)}),
     "logits of the first position": (
         ("logits[:, -1].argmax(dim=-1)", "logits[:, 0].argmax(dim=-1)"),
-        {"greedy_decode": variants.FIRST_POSITION}),
+        {"greedy_decode": (8, variants.FIRST_POSITION)}),
     "stops when the first row finishes": (
         ("if finished.all():", "if finished.any():"),
-        {"greedy_decode": variants.STOPS_AT_FIRST_EOS}),
+        {"greedy_decode": (5, variants.STOPS_AT_FIRST_EOS)}),
     "one token more than max_len": (
         ("for _ in range(max_len - 1):", "for _ in range(max_len):"),
-        {"greedy_decode": variants.MAX_LEN_OFF_BY_ONE}),
+        {"greedy_decode": (6, variants.MAX_LEN_OFF_BY_ONE)}),
     "BOS left out": (
         ("        return out\n", "        return out[:, 1:]\n"),
-        {"greedy_decode": variants.NO_BOS}),
+        {"greedy_decode": (11, variants.NO_BOS)}),
 }
 
 # A part the submission does not define (renamed): it scores 0, "not found", and these parts,

@@ -101,9 +101,15 @@ def expect_gpt(what: str, model, reference: GPT, idx: torch.Tensor, targets: tor
         logits = logits_of(what, out, *idx.shape)
         mistakes = {**variants.gpt_mistakes(idx, modules),
                      **variants.tied_mistakes(idx, modules, reference.lm_head.weight.detach())}
-        expect_wiring(what, logits, reference(idx)[0], lambda: variants.gpt(idx, modules), atol=ATOL, rtol=RTOL,
-                      mistakes=mistakes, pieces=pieces,
-                      unusable_hint=variants.PIECES_UNUSABLE, fallback_hint=variants.GPT_WIRING)
+        try:
+            expect_wiring(what, logits, reference(idx)[0], lambda: variants.gpt(idx, modules), atol=ATOL, rtol=RTOL,
+                          mistakes=mistakes, pieces=pieces,
+                          unusable_hint=variants.PIECES_UNUSABLE, fallback_hint=variants.GPT_WIRING)
+        except CheckFailed as failure:
+            # A tied GPT whose logits are the contract's wiring with its one matrix: its wiring is
+            # right, and the tying costs points once, in the names check.
+            if not ((failure.hint or "").startswith(variants.WEIGHT_TYING) and tied(model)):
+                raise
     return out
 
 

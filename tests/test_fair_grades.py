@@ -1,0 +1,156 @@
+"""Issue 27, fair grades: wrong code earns no points, a mistake costs once, in the part where it
+is made, and an honest student loses nothing. Submissions written as students and tutorials
+write them (einsum, a loop over heads, nn.Sequential, F.scaled_dot_product_attention,
+tutorial names), each a reference with one piece replaced. The one-edit mistakes are in the
+mutant tables (reference/hidden/aNN/mutants.py, tests/test_mistakes.py); these need more.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from grader.core.assignment import Assignment
+from reference import as_submission, module_for
+from reference.hidden.a05 import variants as variants_05
+from reference.hidden.a06 import variants as variants_06
+from reference.hidden.a07 import variants as variants_07
+from tests.conftest import ROOT, mutant
+
+pytestmark = pytest.mark.slow
+
+
+def graded(grade_source, assignment_id: str, *edits: tuple[str, str]):
+    source = as_submission(module_for(assignment_id))
+    for old, new in edits:
+        source = mutant(source, old, new)
+    report = grade_source(source, assignment=Assignment.load(ROOT / "assignments" / assignment_id).directory)
+    assert report.status == "graded", report.error
+    return {part.id: part for part in report.parts}
+
+
+def lost(parts) -> dict[str, float]:
+    return {name: part.max_score - part.score for name, part in parts.items() if part.score < part.max_score}
+
+
+# ---- honest code keeps every point -----------------------------------------------------------
+
+CSA_TAIL = ("        _, weights = scaled_dot_product_attention(q, k, v, self.mask[:T, :T])  # (B, T, T)\n"
+            "        weights = dropout(weights, self.dropout_p, self.training)\n"
+            "        return weights @ v  # (B, T, d_out)")
+MHA_ATTENTION = ("        # scaled_dot_product_attention divides by sqrt(d_k), the head dimension.\n"
+                 "        _, weights = scaled_dot_product_attention(q, k, v, mask)  # (B, H, T_q, T_k)\n"
+                 "        heads = self.dropout(weights) @ v  # (B, H, T_q, d_k)")
+ENCODER_INIT = ("        self.norm2 = nn.LayerNorm(d_model)\n        self.dropout = nn.Dropout(dropout)\n\n"
+                "    def forward(self, x: torch.Tensor, src_mask")
+ENCODER_FORWARD = ("        x = self.norm1(x + self.dropout(self.self_attn(x, x, x, src_mask)))  # (B, S, d_model)\n"
+                   "        return self.norm2(x + self.dropout(self.ffn(x)))  # (B, S, d_model)\n")
+HEAD_FORWARD = ("        scores = q @ k.transpose(-2, -1) * k.size(-1) ** -0.5  # (B, T, T)\n"
+                "        scores = scores.masked_fill(~self.tril[:length, :length], float(\"-inf\"))\n"
+                "        weights = self.dropout(F.softmax(scores, dim=-1))  # (B, T, T)\n"
+                "        return weights @ v  # (B, T, hs)")
+
+HONEST = {
+    "02 CausalSelfAttention as Raschka's book writes it: einsum, F.dropout": ("02", [(CSA_TAIL, (
+        "        attn_scores = torch.einsum('btd,bsd->bts', q, k)\n"
+        "        attn_scores = attn_scores.masked_fill(~self.mask[:T, :T], -torch.inf)\n"
+        "        attn_weights = torch.softmax(attn_scores / k.shape[-1] ** 0.5, dim=-1)\n"
+        "        attn_weights = torch.nn.functional.dropout(attn_weights, self.dropout_p, self.training)\n"
+        "        context_vec = torch.einsum('bts,bsd->btd', attn_weights, v)\n"
+        "        return context_vec"))]),
+    "02 CausalSelfAttention with an nn.Dropout and a bernoulli dropout": ("02", [
+        ("        self.dropout_p = dropout\n", "        self.dropout_p = dropout\n        self.drop = nn.Dropout(dropout)\n"),
+        ("weights = dropout(weights, self.dropout_p, self.training)", "weights = self.drop(weights)"),
+        ("    keep = torch.rand(x.shape, generator=generator, device=x.device, dtype=dtype) >= p\n",
+         "    keep = torch.bernoulli(torch.full(x.shape, 1 - p, device=x.device, dtype=dtype), generator=generator)\n")]),
+    "02 padding_mask that checks its values first (it cannot run on the meta device)": ("02", [(
+        "    return (tokens != pad_idx)[:, None, None, :]  # (B, 1, 1, T)",
+        "    if bool((tokens < 0).any()):\n        raise ValueError('token ids are never negative')\n"
+        "    return (tokens != pad_idx)[:, None, None, :]  # (B, 1, 1, T)")]),
+    "03 MultiHeadAttention with F.scaled_dot_product_attention and its dropout_p": ("03", [(MHA_ATTENTION, (
+        "        p = self.dropout.p if self.training else 0.0\n"
+        "        heads = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)"))]),
+    "03 MultiHeadAttention looping over heads with einsum, scaled by a CPU scalar": ("03", [(MHA_ATTENTION, (
+        "        outs = []\n"
+        "        for h in range(self.num_heads):\n"
+        "            s = torch.einsum('bqd,bkd->bqk', q[:, h], k[:, h]) / torch.sqrt(torch.tensor(q.size(-1)))\n"
+        "            if mask is not None:\n"
+        "                s = s.masked_fill(~mask.expand(q.size(0), self.num_heads, -1, -1)[:, h], float('-inf'))\n"
+        "            w = torch.nn.functional.dropout(s.softmax(-1), self.dropout.p, self.training)\n"
+        "            outs.append(torch.einsum('bqk,bkd->bqd', w, v[:, h]))\n"
+        "        heads = torch.stack(outs, dim=1)"))]),
+    "04 PositionalEncoding that builds its table inline, as the annotated transformer does": ("04", [(
+        '        self.register_buffer("pe", sinusoidal_encoding(max_len, d_model))  # (max_len, d_model)',
+        "        position = torch.arange(max_len).unsqueeze(1)\n"
+        "        div_term = torch.exp(torch.arange(0, d_model, 2) * (-math.log(10000.0) / d_model))\n"
+        "        pe = torch.zeros(max_len, d_model)\n"
+        "        pe[:, 0::2] = torch.sin(position * div_term)\n"
+        "        pe[:, 1::2] = torch.cos(position * div_term)\n"
+        '        self.register_buffer("pe", pe)')]),
+    "05 layers with a dropout module per sublayer and F.dropout": ("05", [
+        (ENCODER_INIT, ENCODER_INIT.replace("self.dropout = nn.Dropout(dropout)",
+                                            "self.dropout1, self.dropout2 = nn.Dropout(dropout), nn.Dropout(dropout)")),
+        (ENCODER_FORWARD, "        attn_output = self.self_attn(x, x, x, src_mask)\n"
+                          "        x = self.norm1(x + self.dropout1(attn_output))\n"
+                          "        ff_output = self.ffn(x)\n"
+                          "        return self.norm2(x + nn.functional.dropout(ff_output, self.dropout2.p, self.training))\n"),
+    ]),
+    "07 Head with F.scaled_dot_product_attention, is_causal and dropout_p": ("07", [(HEAD_FORWARD, (
+        "        p = self.dropout.p if self.training else 0.0\n"
+        "        return F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=p)"))]),
+}
+
+
+@pytest.mark.parametrize("name", HONEST)
+def test_honest_code_keeps_every_point(grade_source, name):
+    assignment_id, edits = HONEST[name]
+    parts = graded(grade_source, assignment_id, *edits)
+    assert lost(parts) == {}, [(part.id, part.hints) for part in parts.values() if part.score < part.max_score]
+
+
+# ---- one mistake, one cost, in its own part ---------------------------------------------------
+
+def test_pieces_that_hard_code_their_dropout_cost_points_in_each_piece_and_not_in_the_block(grade_source):
+    # Values are compared in eval mode: the block's exact wiring keeps its points.
+    parts = graded(grade_source, "07", *[(f"{init}\n        self.dropout = nn.Dropout(dropout)",
+                                          f"{init}\n        self.dropout = nn.Dropout(0.2)") for init in (
+        "        self.register_buffer(\"tril\", torch.tril(torch.ones(context_length, context_length, dtype=torch.bool)))",
+        "        self.proj = nn.Linear(d_model, d_model)", "        self.proj = nn.Linear(4 * d_model, d_model)")])
+    assert lost(parts) == {"Head": 1, "MultiHead": 1, "MLP": 1}
+    assert all(parts[name].hint == variants_07.DROPOUT_RATE_IGNORED for name in ("Head", "MultiHead", "MLP"))
+
+
+FEED_FORWARD_05 = as_submission(module_for("05"))
+FEED_FORWARD_05 = FEED_FORWARD_05[FEED_FORWARD_05.index("class FeedForward"):FEED_FORWARD_05.index("class EncoderLayer")]
+STUB = ('class FeedForward(nn.Module):\n    def __init__(self, d_model, d_ff, dropout=0.0):\n        super().__init__()\n'
+        '        raise NotImplementedError("FeedForward.__init__: see assignments/05/README.md")\n\n'
+        '    def forward(self, x):\n        raise NotImplementedError("FeedForward.forward: see assignments/05/README.md")\n\n\n')
+INLINE_FFN = ("        self.ffn = FeedForward(d_model, d_ff, dropout)\n        self.norm1 = nn.LayerNorm(d_model)\n"
+              "        self.norm2 = nn.LayerNorm(d_model)\n        self.dropout = nn.Dropout(dropout)\n\n"
+              "    def forward(self, x: torch.Tensor, src_mask")
+
+
+def test_a_layer_pays_for_an_inline_feed_forward_whose_class_is_not_written(grade_source):
+    inline = INLINE_FFN.replace("FeedForward(d_model, d_ff, dropout)", "nn.Sequential(nn.Linear(d_model, d_ff), nn.ReLU(), "
+                                "nn.Dropout(dropout), nn.Linear(d_ff, d_model))")
+    parts = graded(grade_source, "05", (FEED_FORWARD_05, STUB), (INLINE_FFN, inline))
+    assert parts["FeedForward"].score == 0  # not written: it pays for nothing of the layer's
+    assert parts["EncoderLayer"].max_score - parts["EncoderLayer"].score == 1
+    assert "ffn stands for your FeedForward, which is not written yet" in parts["EncoderLayer"].hint
+    assert variants_05.PRE_NORM not in parts["EncoderLayer"].hint
+
+
+# ---- checks that used to pass when they checked nothing ---------------------------------------
+
+def test_a_causal_self_attention_that_returns_a_tuple_earns_no_causality_or_buffer_points(grade_source):
+    parts = graded(grade_source, "02", ("        return weights @ v  # (B, T, d_out)", "        return weights @ v, weights"))
+    failed = {test.name for test in parts["CausalSelfAttention"].tests if test.outcome != "passed"}
+    assert {"test_csa_no_position_sees_a_later_one", "test_csa_mask_is_a_registered_buffer",
+            "test_csa_follows_the_input_device"} <= failed
+
+
+def test_greedy_decoding_that_feeds_bos_over_and_over_earns_no_value_points(grade_source):
+    # The model's predictions depend on what it is fed: a decoder that sees only the length fails.
+    parts = graded(grade_source, "06", ("logits = model(src, out)  # (B, t, V)",
+                                        "logits = model(src, torch.full_like(out, bos_idx))  # (B, t, V)"))
+    assert lost(parts) == {"greedy_decode": 8}
+    assert variants_06.PREFIX_NOT_FED in parts["greedy_decode"].hints
