@@ -58,10 +58,12 @@ HONEST = {
         "        context_vec = torch.einsum('bts,bsd->btd', attn_weights, v)\n"
         "        return context_vec"))]),
     "02 CausalSelfAttention with an nn.Dropout and a bernoulli dropout": ("02", [
-        ("        self.dropout_p = dropout\n", "        self.dropout_p = dropout\n        self.drop = nn.Dropout(dropout)\n"),
+        ("        self.dropout_p = dropout\n",
+         "        self.dropout_p = dropout\n        self.drop = nn.Dropout(dropout)\n"),
         ("weights = dropout(weights, self.dropout_p, self.training)", "weights = self.drop(weights)"),
         ("    keep = torch.rand(x.shape, generator=generator, device=x.device, dtype=dtype) >= p\n",
-         "    keep = torch.bernoulli(torch.full(x.shape, 1 - p, device=x.device, dtype=dtype), generator=generator)\n")]),
+         "    keep = torch.bernoulli(torch.full(x.shape, 1 - p, device=x.device, dtype=dtype),\n"
+         "                           generator=generator)\n")]),
     "02 padding_mask that checks its values first (it cannot run on the meta device)": ("02", [(
         "    return (tokens != pad_idx)[:, None, None, :]  # (B, 1, 1, T)",
         "    if bool((tokens < 0).any()):\n        raise ValueError('token ids are never negative')\n"
@@ -92,7 +94,8 @@ HONEST = {
         (ENCODER_FORWARD, "        attn_output = self.self_attn(x, x, x, src_mask)\n"
                           "        x = self.norm1(x + self.dropout1(attn_output))\n"
                           "        ff_output = self.ffn(x)\n"
-                          "        return self.norm2(x + nn.functional.dropout(ff_output, self.dropout2.p, self.training))\n"),
+                          "        ff_output = nn.functional.dropout(ff_output, self.dropout2.p, self.training)\n"
+                          "        return self.norm2(x + ff_output)\n"),
     ]),
     "07 Head with F.scaled_dot_product_attention, is_causal and dropout_p": ("07", [(HEAD_FORWARD, (
         "        p = self.dropout.p if self.training else 0.0\n"
@@ -111,27 +114,30 @@ def test_honest_code_keeps_every_point(grade_source, name):
 
 def test_pieces_that_hard_code_their_dropout_cost_points_in_each_piece_and_not_in_the_block(grade_source):
     # Values are compared in eval mode: the block's exact wiring keeps its points.
+    inits = ("torch.tril(torch.ones(context_length, context_length, dtype=torch.bool)))",
+             "        self.proj = nn.Linear(d_model, d_model)", "        self.proj = nn.Linear(4 * d_model, d_model)")
     parts = graded(grade_source, "07", *[(f"{init}\n        self.dropout = nn.Dropout(dropout)",
-                                          f"{init}\n        self.dropout = nn.Dropout(0.2)") for init in (
-        "        self.register_buffer(\"tril\", torch.tril(torch.ones(context_length, context_length, dtype=torch.bool)))",
-        "        self.proj = nn.Linear(d_model, d_model)", "        self.proj = nn.Linear(4 * d_model, d_model)")])
+                                          f"{init}\n        self.dropout = nn.Dropout(0.2)") for init in inits])
     assert lost(parts) == {"Head": 1, "MultiHead": 1, "MLP": 1}
     assert all(parts[name].hint == variants_07.DROPOUT_RATE_IGNORED for name in ("Head", "MultiHead", "MLP"))
 
 
-FEED_FORWARD_05 = as_submission(module_for("05"))
-FEED_FORWARD_05 = FEED_FORWARD_05[FEED_FORWARD_05.index("class FeedForward"):FEED_FORWARD_05.index("class EncoderLayer")]
-STUB = ('class FeedForward(nn.Module):\n    def __init__(self, d_model, d_ff, dropout=0.0):\n        super().__init__()\n'
+REFERENCE_05 = as_submission(module_for("05"))
+FEED_FORWARD_05 = REFERENCE_05[REFERENCE_05.index("class FeedForward"):REFERENCE_05.index("class EncoderLayer")]
+STUB = ('class FeedForward(nn.Module):\n    def __init__(self, d_model, d_ff, dropout=0.0):\n'
+        '        super().__init__()\n'
         '        raise NotImplementedError("FeedForward.__init__: see assignments/05/README.md")\n\n'
-        '    def forward(self, x):\n        raise NotImplementedError("FeedForward.forward: see assignments/05/README.md")\n\n\n')
+        '    def forward(self, x):\n'
+        '        raise NotImplementedError("FeedForward.forward: see assignments/05/README.md")\n\n\n')
 INLINE_FFN = ("        self.ffn = FeedForward(d_model, d_ff, dropout)\n        self.norm1 = nn.LayerNorm(d_model)\n"
               "        self.norm2 = nn.LayerNorm(d_model)\n        self.dropout = nn.Dropout(dropout)\n\n"
               "    def forward(self, x: torch.Tensor, src_mask")
 
 
 def test_a_layer_pays_for_an_inline_feed_forward_whose_class_is_not_written(grade_source):
-    inline = INLINE_FFN.replace("FeedForward(d_model, d_ff, dropout)", "nn.Sequential(nn.Linear(d_model, d_ff), nn.ReLU(), "
-                                "nn.Dropout(dropout), nn.Linear(d_ff, d_model))")
+    inline = INLINE_FFN.replace("FeedForward(d_model, d_ff, dropout)",
+                                "nn.Sequential(nn.Linear(d_model, d_ff), nn.ReLU(), nn.Dropout(dropout), "
+                                "nn.Linear(d_ff, d_model))")
     parts = graded(grade_source, "05", (FEED_FORWARD_05, STUB), (INLINE_FFN, inline))
     assert parts["FeedForward"].score == 0  # not written: it pays for nothing of the layer's
     assert parts["EncoderLayer"].max_score - parts["EncoderLayer"].score == 1
@@ -142,7 +148,8 @@ def test_a_layer_pays_for_an_inline_feed_forward_whose_class_is_not_written(grad
 # ---- checks that used to pass when they checked nothing ---------------------------------------
 
 def test_a_causal_self_attention_that_returns_a_tuple_earns_no_causality_or_buffer_points(grade_source):
-    parts = graded(grade_source, "02", ("        return weights @ v  # (B, T, d_out)", "        return weights @ v, weights"))
+    parts = graded(grade_source, "02",
+                   ("        return weights @ v  # (B, T, d_out)", "        return weights @ v, weights"))
     failed = {test.name for test in parts["CausalSelfAttention"].tests if test.outcome != "passed"}
     assert {"test_csa_no_position_sees_a_later_one", "test_csa_mask_is_a_registered_buffer",
             "test_csa_follows_the_input_device"} <= failed

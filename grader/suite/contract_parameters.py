@@ -71,6 +71,7 @@ def without_unexpected_biases(module: Remote, reference: nn.Module) -> Remote:
              and name.endswith(".bias") and name.removesuffix(".bias") + ".weight" in parameters}
     if extra:
         device = next(iter(parameters.values())).device
-        module.load_parameters({**parameters, **{name: torch.zeros(shape, device=device) for name, shape in extra.items()
-                                                 if len(shape) == 1 and shape[0] <= 2**16}})
+        zeros = {name: torch.zeros(shape, device=device) for name, shape in extra.items()
+                 if len(shape) == 1 and shape[0] <= 2**16}  # shapes the student's process reports: bounded
+        module.load_parameters({**parameters, **zeros})
     return module

@@ -3,8 +3,10 @@ draw the random numbers.
 
 Dropout is random, so a part's output in training mode is not compared with one expected
 value. It is compared, element by element, with what the same part gives with dropout off
-(``kept``: its eval-mode output, or what the grader recovers from it, such as the attention
-weights behind an attention's output, :func:`weights_behind`): each element must be zero or
+(``kept``: the output of the same weights built with ``dropout=0.0``, in eval mode, or what
+the grader recovers from it, such as the attention weights behind an attention's output,
+:func:`weights_behind`; not the module's own eval mode, which a test of its own grades): each
+element must be zero or
 ``kept / (1 - p)``, and about a fraction ``p`` of them zero. That holds for ``nn.Dropout``,
 ``F.dropout``, a mask from ``torch.rand`` or ``torch.bernoulli`` and any generator, and it
 judges the dropout alone: a wrong value elsewhere in the part is in ``kept`` too, and costs
@@ -42,6 +44,13 @@ def zero_fraction_bounds(p: float, n: int) -> tuple[float, float]:
     ``p`` lies: 6 standard deviations either side, plus 0.002 for p near 0 or 1."""
     half_width = 6 * math.sqrt(p * (1 - p) / n) + 0.002
     return p - half_width, p + half_width
+
+
+def in_eval_mode(module: Any) -> Any:
+    """``module`` (the student's, remote) after ``module.eval()``: a part's values are graded with
+    its dropout off, whatever rate it uses, and its dropout by the checks above, once."""
+    module.method("eval")
+    return module
 
 
 def expect_no_dropout_at_zero(what: str, train: Any, eval_: Any, *, atol: float, rtol: float) -> None:
@@ -87,6 +96,25 @@ def expect_dropout(what: str, dropped: torch.Tensor | None, kept: torch.Tensor, 
                       f"1/(1-p) = {scale:g}; found {found}", hint)
 
 
+def weights_behind(output: Any, values: torch.Tensor, *, atol: float, rtol: float = 0.0) -> torch.Tensor | None:
+    """The weights ``W`` with ``output = W @ values`` (over the last two dimensions; ``values``
+    has at most as many rows as columns, so they are unique), or None when ``output`` is no
+    weighted sum of the rows of ``values`` (within ``atol + rtol * max |output|``). For an
+    attention output and its value vectors these are the attention weights, dropped or not.
+    ``output``, from the student's process, must be checked for its shape first (its batch
+    dimensions are those of ``values`` here, its rows are not)."""
+    if not (isinstance(output, torch.Tensor) and output.is_floating_point()
+            and output.shape[:-1] == values.shape[:-2] + output.shape[-2:-1] and output.shape[-1] == values.shape[-1]):
+        return None
+    got, rows = output.detach().double().cpu(), values.detach().double().cpu()
+    if got.numel() == 0 or not bool(torch.isfinite(got).all()):
+        return None
+    solution = torch.linalg.lstsq(rows.transpose(-2, -1), got.transpose(-2, -1)).solution.transpose(-2, -1)
+    # Against the largest value, not each one: rounding errors carry through the solve as a whole.
+    residual = float((solution @ rows - got).abs().max())
+    return solution if residual <= atol + rtol * float(got.abs().max()) else None
+
+
 def _visible(kept: torch.Tensor, atol: float) -> torch.Tensor:
     """Elements whose dropping shows: far enough from zero."""
     return kept.detach().double().cpu().abs() > 10 * atol
@@ -104,29 +132,3 @@ def _dropped_by(dropped: torch.Tensor, kept: torch.Tensor, scales: Sequence[floa
         if bool((zero | survived).all()) and bool(visible.any()):
             return float(zero[visible].double().mean())
     return None
-
-
-def weights_behind(output: Any, values: torch.Tensor, *, atol: float, rtol: float = 0.0) -> torch.Tensor | None:
-    """The weights ``W`` with ``output = W @ values`` (over the last two dimensions; ``values``
-    has at most as many rows as columns, so they are unique), or None when ``output`` is no
-    weighted sum of the rows of ``values`` (within ``atol + rtol * max |output|``). For an attention output and its
-    value vectors these are the attention weights, dropped or not."""
-    if not (isinstance(output, torch.Tensor) and output.is_floating_point()
-            and output.shape[:-1] == values.shape[:-2] + output.shape[-2:-1] and output.shape[-1] == values.shape[-1]):
-        return None
-    got, rows = output.detach().double().cpu(), values.detach().double().cpu()
-    if not bool(torch.isfinite(got).all()):
-        return None
-    solution = torch.linalg.lstsq(rows.transpose(-2, -1), got.transpose(-2, -1)).solution.transpose(-2, -1)
-    # Against the largest value, not each one: rounding errors carry through the solve as a whole.
-    if got.numel() == 0:
-        return solution
-    residual = float((solution @ rows - got).abs().max())
-    return solution if residual <= atol + rtol * float(got.abs().max()) else None
-
-
-def in_eval_mode(module: Any) -> Any:
-    """``module`` (the student's, remote) after ``module.eval()``: a part's values are graded with
-    its dropout off, whatever rate it uses, and its dropout by the checks above, once."""
-    module.method("eval")
-    return module

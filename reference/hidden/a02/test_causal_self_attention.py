@@ -183,8 +183,9 @@ def test_csa_dropout_zeroes_attention_weights_in_training_mode(student, referenc
         if is_close(train, kept, atol=ATOL, rtol=RTOL):
             raise CheckFailed(f"{what}: the output is the one without dropout", variants.CSA_NO_DROPOUT)
         return
-    expect_dropout(f"{what}: the attention weights behind its output", weights_behind(train, values, atol=ATOL, rtol=RTOL),
-                   weights, 0.5, atol=WEIGHTS_ATOL, rtol=WEIGHTS_RTOL, scales=_own_dropout_scale(student, x.device),
+    dropped = weights_behind(train, values, atol=ATOL, rtol=RTOL)
+    expect_dropout(f"{what}: the attention weights behind its output", dropped, weights, 0.5, atol=WEIGHTS_ATOL,
+                   rtol=WEIGHTS_RTOL, scales=_own_dropout_scale(student, x.device),
                    named=DropoutHints(missing=variants.CSA_NO_DROPOUT, misplaced=variants.CSA_DROPOUT_MISPLACED),
                    elsewhere={variants.CSA_DROPOUT_ON_OUTPUT: (train, kept)})
 

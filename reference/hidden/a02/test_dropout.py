@@ -39,9 +39,9 @@ def expect_dropped(what, x, got, p):
 
 def test_dropout_keeps_shape_dtype_and_device(student, seed_student, make_positive, device):
     x = make_positive(3, 4, 5, seed=70)
-    expect_follows_device("dropout(x: (3, 4, 5), 0.5)", lambda where: call_dropout(student, seed_student, 71, x.to(where),
-                                                                                   0.5),
-                          device, shape=(3, 4, 5), dtype=torch.float32)
+    expect_follows_device("dropout(x: (3, 4, 5), 0.5)",
+                          lambda where: call_dropout(student, seed_student, 71, x.to(where), 0.5), device,
+                          shape=(3, 4, 5), dtype=torch.float32)
 
 
 @pytest.mark.part("dropout", points=2)

@@ -51,7 +51,8 @@ def test_decoder_layer_has_the_contract_parameters(student, new_for_names, new_g
     x, memory = make_input(2, 3, D_MODEL, seed=200), make_input(2, 4, D_MODEL, seed=201)
     expect_replaced_pieces_written(f"DecoderLayer({D_MODEL}, {NUM_HEADS}, {D_FF})",
                                    student, student.new("DecoderLayer", D_MODEL, NUM_HEADS, D_FF),
-                                   reference_decoder_layer, PIECE_CLASSES, names_hint=f"use the contract's submodules: {NAMES}")
+                                   reference_decoder_layer, PIECE_CLASSES,
+                                   names_hint=f"use the contract's submodules: {NAMES}")
     layer = new_for_names(reference_decoder_layer, "DecoderLayer", D_MODEL, NUM_HEADS, D_FF)
     expect_contract_parameters(f"DecoderLayer({D_MODEL}, {NUM_HEADS}, {D_FF})",
                                materialized(layer, lambda: layer(x, memory)), DecoderLayer(D_MODEL, NUM_HEADS, D_FF),

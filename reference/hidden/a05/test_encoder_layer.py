@@ -48,14 +48,16 @@ def test_encoder_layer_has_the_contract_parameters(student, new_for_names, new_g
     x = make_input(2, 3, D_MODEL, seed=200)
     expect_replaced_pieces_written(f"EncoderLayer({D_MODEL}, {NUM_HEADS}, {D_FF})",
                                    student, student.new("EncoderLayer", D_MODEL, NUM_HEADS, D_FF),
-                                   reference_encoder_layer, PIECE_CLASSES, names_hint=f"use the contract's submodules: {NAMES}")
+                                   reference_encoder_layer, PIECE_CLASSES,
+                                   names_hint=f"use the contract's submodules: {NAMES}")
     layer = new_for_names(reference_encoder_layer, "EncoderLayer", D_MODEL, NUM_HEADS, D_FF)
     expect_contract_parameters(f"EncoderLayer({D_MODEL}, {NUM_HEADS}, {D_FF})", materialized(layer, lambda: layer(x)),
                                EncoderLayer(D_MODEL, NUM_HEADS, D_FF),
                                names_hint=f"use the contract's submodules: {NAMES}", shape_hint=SHAPE_HINT)
     # The names are the student process's word: the module must compute with them.
     layer = in_eval_mode(new_graded(reference_encoder_layer, "EncoderLayer", D_MODEL, NUM_HEADS, D_FF))
-    expect_computes_with("EncoderLayer(x)", layer, reference_encoder_layer, lambda: layer(x), pieces=("self_attn", "ffn"))
+    expect_computes_with("EncoderLayer(x)", layer, reference_encoder_layer, lambda: layer(x),
+                         pieces=("self_attn", "ffn"))
 
 
 def test_encoder_layer_shape(student_encoder_layer, make_input):

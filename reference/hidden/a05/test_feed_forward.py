@@ -84,7 +84,9 @@ def test_feed_forward_dropout_sits_between_relu_and_linear2(student, make_input,
         if is_close(train, kept, atol=ATOL, rtol=RTOL):
             raise CheckFailed(f"{what}: the output is the one without dropout", variants.DROPOUT_MISSING)
         return
-    expect_dropout(f"{what}: the hidden values behind its output", hidden(train), kept_hidden, 0.5, atol=1e-4, rtol=1e-3,
+    # The hidden values come from a solve against linear2 (16 x 8, well conditioned): ~1e-6 of rounding.
+    expect_dropout(f"{what}: the hidden values behind its output", hidden(train), kept_hidden, 0.5,
+                   atol=1e-4, rtol=1e-3,
                    named=DropoutHints(missing=variants.DROPOUT_MISSING, misplaced=variants.DROPOUT_MISPLACED),
                    elsewhere={variants.DROPOUT_ON_OUTPUT: (train, kept)})
 

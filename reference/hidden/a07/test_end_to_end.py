@@ -13,7 +13,8 @@ mistake in the student's generate costs points only in generate, and parameters 
 not fit the contract's GPT fail here with a hint that says so.
 
 Part isolation: a mistake the GPT's parts are graded for (post-norm, ReLU, no final
-LayerNorm, an lm_head with a bias or tied to the embedding, ...) trains a model of that architecture. The loss is therefore measured in the
+LayerNorm, an lm_head with a bias or tied to the embedding, ...) trains a model of that
+architecture. The loss is therefore measured in the
 contract's architecture and in each of those (``variants.ARCHITECTURE_MISTAKES``): a model
 that learns in its own architecture passes here, its mistake costs points in its own part.
 

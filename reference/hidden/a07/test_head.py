@@ -127,8 +127,8 @@ def test_head_dropout_zeroes_attention_weights_in_training_mode(student, referen
     x = make_input(8, CONTEXT, D_MODEL, seed=111)
     outputs = {}
     for p in (0.0, 0.5):
-        head = without_unexpected_biases(student.new_like(reference_head, "Head", D_MODEL, HEAD_SIZE, CONTEXT, dropout=p),
-                                         reference_head)
+        head = student.new_like(reference_head, "Head", D_MODEL, HEAD_SIZE, CONTEXT, dropout=p)
+        head = without_unexpected_biases(head, reference_head)
         what = f"Head(dropout={p})(x)"
         seed_student(112)
         train = expect_tensor(f"{what} in training mode", head(x), shape=(8, CONTEXT, HEAD_SIZE))

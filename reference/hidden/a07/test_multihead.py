@@ -113,7 +113,8 @@ def test_multihead_dropout_after_the_projection_in_training_mode(new_graded, ref
         outputs[p] = expect_tensor(f"{what} in training mode", module(x), shape=x.shape), kept
     expect_no_dropout_at_zero("MultiHead(dropout=0.0)", *outputs[0.0], atol=ATOL, rtol=RTOL)
     # Kept: the same weights with dropout=0.0, in eval mode; this module's own eval mode is another test's.
-    expect_dropout("MultiHead(dropout=0.5) in training mode", outputs[0.5][0], outputs[0.0][1], 0.5, atol=ATOL, rtol=RTOL,
+    expect_dropout("MultiHead(dropout=0.5) in training mode", outputs[0.5][0], outputs[0.0][1], 0.5, atol=ATOL,
+                   rtol=RTOL,
                    named=DropoutHints(missing=variants.MULTIHEAD_DROPOUT_MISSING,
                                       misplaced=variants.MULTIHEAD_DROPOUT_MISPLACED))
 

@@ -30,8 +30,10 @@ HEAD_DROPOUT_MISSING = ("no dropout in training mode: apply nn.Dropout(dropout) 
                         "softmax")
 HEAD_DROPOUT_MISPLACED = ("dropout does not zero attention weights: apply it to the weights after the softmax, "
                           "dropout(weights) @ v")
-HEAD_DROPOUT_ON_OUTPUT = "dropout applied to the head's output: it belongs on the attention weights, dropout(weights) @ v"
-MULTIHEAD_DROPOUT_MISSING = "no dropout in training mode: MultiHead returns dropout(proj(cat(heads))), nn.Dropout(dropout)"
+HEAD_DROPOUT_ON_OUTPUT = ("dropout applied to the head's output: it belongs on the attention weights, "
+                          "dropout(weights) @ v")
+MULTIHEAD_DROPOUT_MISSING = ("no dropout in training mode: MultiHead returns dropout(proj(cat(heads))), "
+                             "nn.Dropout(dropout)")
 MULTIHEAD_DROPOUT_MISPLACED = "dropout belongs after the projection: dropout(proj(cat(heads)))"
 POST_NORM = "post-norm (x = ln(x + sublayer(x))) instead of pre-norm: x = x + attn(ln1(x)), then x = x + mlp(ln2(x))"
 MISSING_RESIDUAL = "a residual connection is missing: x = x + attn(ln1(x)), then x = x + mlp(ln2(x))"
@@ -43,8 +45,8 @@ LOGITS_FLATTENED = ("logits returned flattened to (B*T, vocab_size): return them
 LAST_POSITION_ONLY = ("logits only for the last position: forward returns logits for every position, "
                       "(B, T, vocab_size), with or without targets")
 LM_HEAD_BIAS = "lm_head has no bias: nn.Linear(d_model, vocab_size, bias=False)"
-WEIGHT_TYING = ("lm_head.weight is token_embedding.weight (weight tying): the contract's GPT has an lm_head of its own, "
-                "nn.Linear(d_model, vocab_size, bias=False), trained apart from the embedding")
+WEIGHT_TYING = ("lm_head.weight is token_embedding.weight (weight tying): the contract's GPT has an lm_head of its "
+                "own, nn.Linear(d_model, vocab_size, bias=False), trained apart from the embedding")
 TARGETS_SHIFTED_TWICE = ("the targets are shifted again inside forward: targets[:, t] is already the token after "
                          "idx[:, t], so compare logits[:, t] with targets[:, t]: F.cross_entropy(logits.view(-1, V), "
                          "targets.view(-1))")
