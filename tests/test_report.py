@@ -45,7 +45,7 @@ def version_1(data: dict) -> dict:
 
 
 def schema(version: int) -> dict:
-    return json.loads(resources.files("grader").joinpath(f"schema/report.v{version}.json").read_text())
+    return json.loads(resources.files("grader.core").joinpath(f"schema/report.v{version}.json").read_text())
 
 
 def test_a_report_with_flags_round_trips_and_is_valid():

@@ -167,4 +167,4 @@ def write_atomic(path: Path, text: str) -> None:
 
 
 def load_schema() -> dict:
-    return json.loads(resources.files("grader").joinpath(f"schema/report.v{SCHEMA_VERSION}.json").read_text(encoding="utf-8"))
+    return json.loads(resources.files("grader.core").joinpath(f"schema/report.v{SCHEMA_VERSION}.json").read_text(encoding="utf-8"))
