@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import os
 import sys
 import time
 from dataclasses import replace
@@ -170,11 +169,9 @@ def _batch(args: argparse.Namespace, console: Console) -> int:
     from grader.core.assignment import AssignmentError
     from grader.core.report import json_text
     from grader.engine.batch import grade_batch
-    from grader.results.outputs import write_outputs
     from grader.results.students import Roster, RosterError
     from grader.sandbox.isolation import SandboxUnavailable
     from grader.views.class_report import batch_summary
-    from grader.views.feedback_pages import write_feedback
 
     if not args.folder.is_dir():
         _error(console, f"no such folder: {args.folder}")
@@ -194,21 +191,19 @@ def _batch(args: argparse.Namespace, console: Console) -> int:
             result = grade_batch(args.assignment, args.folder, args.out, jobs=args.jobs, device=args.device,
                                  limits=_limits(args), sandbox=args.sandbox, force=args.force, executor=args.executor,
                                  ray_address=args.ray_address, roster=roster, all_files=args.all_files,
-                                 **progress.callbacks)
+                                 canvas_column=args.canvas_column, **progress.callbacks)
     except (AssignmentError, ValueError, SandboxUnavailable) as exc:
         _error(console, exc)
         return EXIT_USAGE
     except KeyboardInterrupt:
         _say(console, "interrupted: the reports written so far are kept; run the same command to resume")
         return 130
-    summary = write_outputs(result, args.out, args.canvas_column)
-    write_feedback(args.out)
     if out.is_terminal:
-        out.print(batch_summary(result, summary["left_out"]))
+        out.print(batch_summary(result))
     else:
         # Not a terminal, but perhaps piped to one: ASCII, with every control character escaped.
-        print(json_text(summary, indent=None, ascii_only=True))
-    return EXIT_GRADER_ERROR if summary["counts"]["grader_error"] else EXIT_OK
+        print(json_text(result.summary, indent=None, ascii_only=True))
+    return EXIT_GRADER_ERROR if result.summary["counts"]["grader_error"] else EXIT_OK
 
 
 class _BatchProgress(Progress):
@@ -305,20 +300,18 @@ def _report_parser() -> argparse.ArgumentParser:
 
 
 def _report(args: argparse.Namespace, console: Console) -> int:
-    from grader.core.report import write_atomic
-    from grader.views.class_report import ClassReportError, class_table, load_class_data, render_html
-    from grader.views.feedback_pages import FOLDER
+    from grader.results.folder import ResultsError, read_results
+    from grader.views import class_report, feedback_pages
 
     try:
-        data = load_class_data(args.results)
-    except ClassReportError as exc:
+        results = read_results(args.results)
+    except ResultsError as exc:
         _error(console, exc)
         return EXIT_USAGE
-    page = args.html or args.results / "report.html"
-    feedback = args.results / FOLDER
-    link = Path(os.path.relpath(feedback.resolve(), page.resolve().parent)).as_posix() if feedback.is_dir() else None
-    write_atomic(page, render_html(data, link))
-    Console().print(class_table(data))
+    page = args.html or args.results / class_report.PAGE
+    feedback = args.results / feedback_pages.FOLDER
+    class_report.write_page(results, page, feedback if feedback.is_dir() else None)
+    Console().print(class_report.class_table(results))
     _say(console, f"wrote {page}")
     return EXIT_OK
 
@@ -332,13 +325,19 @@ def _feedback_parser() -> argparse.ArgumentParser:
 
 
 def _feedback(args: argparse.Namespace, console: Console) -> int:
-    from grader.views.feedback_pages import FOLDER, FeedbackError, write_feedback
+    from grader.results.folder import ResultsError, read_results
+    from grader.views.feedback_pages import FOLDER, write_feedback
 
     try:
-        pages = write_feedback(args.results)
-    except FeedbackError as exc:
+        results = read_results(args.results)
+    except ResultsError as exc:
         _error(console, exc)
         return EXIT_USAGE
+    if not results.students:
+        _error(console, f"{args.results} has no gradebook (summary.json) to write feedback for: "
+                        "give a results folder that this grader's `grade batch` wrote")
+        return EXIT_USAGE
+    pages = write_feedback(results, args.results)
     _say(console, f"wrote {len(pages)} feedback pages (HTML and Markdown) in {args.results / FOLDER}")
     return EXIT_OK
 

@@ -35,7 +35,7 @@ from grader.core.sanitize import clean, for_csv, for_terminal
 from grader.engine import batch
 from grader.engine.batch import grade_batch, report_path
 from grader.export.gradescope import run as run_on_gradescope
-from grader.views.class_report import load_class_data
+from grader.results.folder import read_results
 from reference import as_submission
 from tests.conftest import ASSIGNMENT_03, TEST_LIMITS, mutant, notebook_text
 
@@ -206,7 +206,7 @@ def test_names_that_collide_or_overflow_each_get_a_report_that_grade_report_find
     for name in names:
         report = GradeReport.from_dict(strict_json(report_path(out, Path(name))))
         assert report.submission == str(folder / name) and report.status == Status.UNGRADABLE
-    assert load_class_data(out).statistics.submissions == 3
+    assert read_results(out).statistics.submissions == 3
     assert grade_batch(ASSIGNMENT_03, folder, out, device="cpu", limits=TEST_LIMITS).skipped == 3
 
 

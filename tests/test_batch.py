@@ -18,12 +18,12 @@ from grader.cli import main
 from grader.core.report import SCHEMA_VERSION
 from grader.engine.api import grade
 from grader.engine.batch import grade_batch
-from grader.results.folder import report_path
-from grader.results.outputs import write_outputs
+from grader.results import folder
+from grader.results.class_stats import student_statistics
+from grader.results.folder import read_results, report_path
 from grader.results.submissions import discover
 from grader.sandbox.cgroups import SubmissionCgroup
 from grader.sandbox.zygote import ZygoteServer
-from grader.views.class_report import load_class_data
 from reference import as_submission
 from tests.conftest import ASSIGNMENT_03, ROOT, TEST_LIMITS, alive, descendants
 
@@ -59,9 +59,24 @@ def test_batch_report_is_what_grade_writes(class_folder, tmp_path):
     assert batch == single
 
 
+def test_one_call_writes_the_whole_results_folder_computing_the_numbers_once(class_folder, tmp_path, monkeypatch):
+    computed = []
+    monkeypatch.setattr(folder, "student_statistics", lambda *args: computed.append(args) or student_statistics(*args))
+    out = tmp_path / "results"
+    summary = run(class_folder, out).summary
+    assert len(computed) == 1  # summary, gradebooks, feedback pages and class report share them
+    written = {path.relative_to(out).as_posix() for path in out.rglob("*") if path.is_file()}
+    assert {"summary.json", "grades.csv", "canvas.csv", "gradescope.csv", "report.html",
+            "feedback/bob.html", "feedback/bob.md"} <= written
+    assert len([name for name in written if name.startswith("reports/")]) == 5
+    assert "feedback/bob.html" in (out / "report.html").read_text()  # the class report links each page
+    assert json.loads((out / "summary.json").read_text()) == summary
+    assert read_results(out).statistics == run(class_folder, out).class_results.statistics  # read back: the same
+
+
 def test_summary_and_gradebook(class_folder, tmp_path):
     out = tmp_path / "results"
-    summary = write_outputs(run(class_folder, out), out)
+    summary = run(class_folder, out).summary
     assert json.loads((out / "summary.json").read_text()) == summary
     assert summary["submissions"] == 5
     assert summary["counts"] == {"graded": 3, "ungradable": 2, "grader_error": 0}
@@ -148,7 +163,7 @@ def test_a_students_many_copies_cost_the_batch_one_grading_unless_all_files_are_
     assert summary["not_graded"] == 11 and summary["submissions"] == 6 and summary["also_handed_in"] == 0
     row = next(row for row in csv.DictReader((out / "grades.csv").open()) if row["student"] == "mallory")
     assert row["status"] == "graded" and "also handed in, not graded: mallory/mha (1).py" in row["note"]
-    assert load_class_data(out).statistics == run(class_folder, out).statistics()  # the class report counts the same
+    assert read_results(out).statistics == run(class_folder, out).class_results.statistics  # the class report counts the same
 
     assert main([*argv, "--all-files"]) == 0  # the eleven others are graded too, and counted apart
     summary = json.loads((out / "summary.json").read_text())
@@ -189,9 +204,9 @@ def test_reports_of_a_removed_student_leave_every_count(class_folder, tmp_path):
     run(class_folder, out)
     shutil.rmtree(class_folder / "erin")
     result = run(class_folder, out)
-    summary = write_outputs(result, out)
+    summary = result.summary
     assert summary["submissions"] == 4 and [path.parent.name for path in result.removed] == ["removed"]
-    assert load_class_data(out).statistics.submissions == 4
+    assert read_results(out).statistics.submissions == 4
     assert len(list(csv.DictReader((out / "grades.csv").open()))) == 4
 
 

@@ -23,13 +23,11 @@ import pytest
 from grader.cli import main
 from grader.core.report import GradeReport, PartResult, Status
 from grader.results.class_stats import MOST_FREQUENT_HINTS, Scores, histogram
-from grader.results.folder import report_path
+from grader.results.folder import ResultsError, read_results, report_path
 from grader.views.class_report import (
     HISTOGRAM_COLOUR,
     MISTAKE_COLOUR,
-    ClassReportError,
     class_table,
-    load_class_data,
     render_html,
 )
 
@@ -127,7 +125,7 @@ def test_histogram_bins_hold_every_score_once(values, max_score, lows, counts):
 
 
 def test_class_data_counts_statuses_scores_and_mistakes(results):
-    data = load_class_data(results)
+    data = read_results(results)
     stats = data.statistics
     assert data.assignment == "03" and stats.submissions == len(CLASS)
     assert stats.counts == {"graded": 5, "ungradable": 1, "grader_error": 1}
@@ -147,12 +145,12 @@ def test_only_the_most_frequent_mistakes_are_kept(tmp_path):
         hint = f"mistake {i % (MOST_FREQUENT_HINTS + 2)}"
         make_report(f"s{i}.py", Status.GRADED, {"split_heads": 0}, {"split_heads": hint}).write_json(
             tmp_path / "reports" / f"s{i}.py.json")
-    hints = load_class_data(tmp_path).statistics.hints
+    hints = read_results(tmp_path).statistics.hints
     assert len(hints) == MOST_FREQUENT_HINTS and hints[0] == ("split_heads: mistake 0", 2)
 
 
 def test_files_that_are_not_reports_are_skipped_and_listed(results):
-    data = load_class_data(results)
+    data = read_results(results)
     assert sorted(p.as_posix() for p in data.skipped) == [
         "reports/broken.json", "reports/list.json", "reports/summary.json"]
 
@@ -173,15 +171,15 @@ def test_a_folder_without_the_reports_of_one_assignment_is_an_error(tmp_path, fi
             content.write_json(tmp_path / "reports" / name)
         else:
             (tmp_path / "reports" / name).write_text(content)
-    with pytest.raises(ClassReportError, match=message):
-        load_class_data(tmp_path)
+    with pytest.raises(ResultsError, match=message):
+        read_results(tmp_path)
 
 
 # ---- the page ------------------------------------------------------------------------
 
 
 def test_page_plots_every_histogram_and_the_mistakes(results):
-    page = render_html(load_class_data(results))
+    page = render_html(read_results(results))
     assert "Assignment 03" in page and f"{len(CLASS)} submissions" in page
     plots = Page(page).plots
     assert len(plots) == 2 + len(MAX_SCORES)  # total, mistakes, one per part
@@ -201,7 +199,7 @@ def test_page_plots_every_histogram_and_the_mistakes(results):
 
 
 def test_page_escapes_report_text(results):
-    page = render_html(load_class_data(results))
+    page = render_html(read_results(results))
     assert "<script" not in page
     assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt; &amp; friends" in page
     mistakes = Page(page).plots[1]
@@ -209,7 +207,7 @@ def test_page_escapes_report_text(results):
 
 
 def test_page_is_self_contained(results):
-    page = render_html(load_class_data(results))
+    page = render_html(read_results(results))
     for reference in ("http://", "https://", "//", "src=", "href=", "url(", "@import"):
         assert reference not in page
 
@@ -221,7 +219,7 @@ def test_terminal_view(results):
     from rich.console import Console
 
     console = Console(width=120, record=True)
-    console.print(class_table(load_class_data(results)))
+    console.print(class_table(read_results(results)))
     text = console.export_text()
     assert all(part_id in text for part_id in MAX_SCORES)
     assert "▃ ▃ █" in text  # split_heads' bins 0 1 2 3 4 (full marks) hold 1 0 1 0 3
@@ -232,7 +230,7 @@ def test_terminal_view(results):
 def test_cli_writes_the_page_and_prints_the_table(results, tmp_path, capsys):
     assert main(["report", str(results)]) == 0
     assert "MultiHeadAttention" in capsys.readouterr().out
-    assert (results / "report.html").read_text(encoding="utf-8") == render_html(load_class_data(results))
+    assert (results / "report.html").read_text(encoding="utf-8") == render_html(read_results(results))
     assert main(["report", str(results), "--html", str(tmp_path / "elsewhere" / "class.html")]) == 0
     assert (tmp_path / "elsewhere" / "class.html").is_file()
 

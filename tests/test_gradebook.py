@@ -12,11 +12,10 @@ import pytest
 
 from grader.core.assignment import Assignment
 from grader.core.report import Flag, GradeReport, PartResult, Status
-from grader.results.folder import BatchResult, gradebook_csv, prune_reports, report_path
+from grader.results.folder import BatchResult, prune_reports, read_results, report_path
 from grader.results.lms_gradebooks import canvas_gradebook, gradescope_gradebook
-from grader.results.outputs import write_outputs
+from grader.results.outputs import gradebook_csv, write_outputs
 from grader.results.students import Roster, RosterError, handed_in_name, handins
-from grader.views.class_report import load_class_data
 from tests.conftest import ASSIGNMENT_03
 
 STUB = "def split_heads(x, h):\n    raise NotImplementedError\n"
@@ -229,6 +228,6 @@ def test_the_class_numbers_count_the_file_graded_for_each_student_and_every_file
     assert summary["counts"] == {"graded": 2, "ungradable": 1, "grader_error": 0}
     assert summary["score"]["mean"] == (4 + 6) / 2  # lea's notebook and stray's module
     assert summary["parts"]["split_heads"]["median"] == (1.5 + 2) / 2
-    from_folder = load_class_data(out).statistics
-    assert from_folder == batch.statistics()
+    from_folder = read_results(out).statistics
+    assert from_folder == batch.class_results.statistics
     assert from_folder.flagged == [abandoned]

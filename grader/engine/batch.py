@@ -1,4 +1,5 @@
-"""Grade a folder of submissions into a results folder (:mod:`grader.results.folder`).
+"""Grade a folder of submissions into a results folder (:mod:`grader.results.folder`): the
+reports, then everything made from them (:mod:`grader.views.results_folder`), from memory.
 
 The ``grade`` process stays the warm parent: it forks up to ``jobs`` suite processes at
 a time (each with its own zygote and student children) and waits on their result pipes,
@@ -27,6 +28,7 @@ from grader.results.students import Roster, handins
 from grader.results.submissions import discover
 from grader.sandbox.isolation import SandboxUnavailable
 from grader.sandbox.limits import Limits
+from grader.views.results_folder import write_results_folder
 
 
 def grade_batch(
@@ -43,6 +45,7 @@ def grade_batch(
     ray_address: str | None = None,
     roster: Roster | None = None,
     all_files: bool = DEFAULT_BATCH.all_files,
+    canvas_column: str | None = None,
     on_start: Callable[[int, int], None] | None = None,
     on_begin: Callable[[Path], None] | None = None,
     on_report: Callable[[Path, GradeReport], None] | None = None,
@@ -51,8 +54,11 @@ def grade_batch(
     into ``out``, here (``executor="local"``) or on a Ray cluster (``"ray"``); ``roster`` names
     the students (default: one per folder, see :mod:`grader.results.students`). ``on_start(total,
     up_to_date)``, ``on_begin(path)`` (when a file starts grading here; a Ray cluster starts
-    them all at once) and ``on_report(path, report)`` let a caller show progress. The options are :class:`~grader.engine.options.GradeOptions`' and
-    :class:`~grader.engine.options.BatchOptions`' fields."""
+    them all at once) and ``on_report(path, report)`` let a caller show progress;
+    ``canvas_column`` names the Canvas gradebook's column (:mod:`grader.results.lms_gradebooks`).
+    The options are :class:`~grader.engine.options.GradeOptions`' and
+    :class:`~grader.engine.options.BatchOptions`' fields. Returns the batch, its results folder
+    written (``result.summary`` is summary.json's content)."""
     started = time.monotonic()
     options = GradeOptions(device=device, sandbox=sandbox, limits=limits)
     batch = BatchOptions(jobs=jobs, executor=executor, all_files=all_files)
@@ -86,8 +92,10 @@ def grade_batch(
             reports[relative] = report
             if on_report:
                 on_report(relative, report)
-    return BatchResult(assignment, dict(sorted(reports.items())), len(reports) - skipped, skipped,
-                       time.monotonic() - started, students, removed)
+    result = BatchResult(assignment, dict(sorted(reports.items())), len(reports) - skipped, skipped,
+                         time.monotonic() - started, students, removed)
+    write_results_folder(result, out, canvas_column)
+    return result
 
 
 def _written(report: GradeReport, path: Path, assignment: Assignment) -> GradeReport:

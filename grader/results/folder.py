@@ -1,11 +1,16 @@
-"""A batch's results folder: ``reports/NAME.json`` per file handed in, ``summary.json``, and the
-gradebooks, one row per student: ``grades.csv`` and the LMS imports of :mod:`grader.results.lms_gradebooks`.
+"""A batch's results folder, and the one shape every view of it takes.
 
-Written by ``grade batch`` (:mod:`grader.engine.batch`), read by ``grade report``
-(:mod:`grader.views.class_report`) and ``grade feedback``. Every report is written atomically; a
-report is current when it is in the current schema and holds the submission's content hash.
-The reports of files no longer in the batch folder are moved to ``removed/``, so that every
-view counts the same submissions.
+    OUT/reports/NAME.json     a report per file graded (:func:`report_path`)
+    OUT/removed/              reports of files no longer handed in, kept but not counted
+    OUT/summary.json          the class's numbers and the gradebook (:mod:`grader.results.outputs`)
+    OUT/grades.csv, canvas.csv, gradescope.csv
+    OUT/feedback/, report.html                                     (:mod:`grader.views`)
+
+A batch holds its results in memory (:class:`BatchResult`), and ``grade report`` and ``grade
+feedback`` read a folder back (:func:`read_results`): both give a :class:`ClassResults`, whose
+numbers are computed once, and the same writers make the files from it. Every report is
+written atomically; a report is current when it is in the current schema and holds the
+submission's content hash.
 """
 
 from __future__ import annotations
@@ -13,24 +18,19 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from grader.core.assignment import Assignment
 from grader.core.ingest import Ungradable, read_submission, submission_sha256
 from grader.core.report import SCHEMA_VERSION, GradeReport, Status
 from grader.core.report_words import counts, headline, part_score
-from grader.core.sanitize import clean, csv_text
+from grader.core.sanitize import clean
 from grader.results.class_stats import ClassStatistics, student_statistics
-from grader.results.students import Handin
+from grader.results.students import Handin, Student
 
-# 2: the students, each with the file graded for them. 3: submissions, counts, scores and hints
-# are those of the files graded for the students; also_handed_in counts the other files. 4: only
-# those files are graded (unless --all-files); not_graded counts the others, and each student's
-# lists theirs.
-SUMMARY_SCHEMA_VERSION = 4
 MISSING = "missing"  # a student's status when they handed in nothing
 GRADEBOOK_HINT_CHARS = 300  # a cell, not a report: the feedback page has the rest
 # Bytes in a report's file name: write_atomic's temporary ".NAME.XXXXXXXX.tmp" beside it must fit
@@ -39,15 +39,47 @@ REPORT_NAME_MAX = 200
 _PLAIN_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyz0123456789._-")
 
 
+class ResultsError(Exception):
+    """The folder is not a results folder this grader can read: the message says why."""
+
+
 @dataclass(frozen=True)
 class StudentGrade:
-    """A gradebook row: a student, and the report of the file graded for them (None: no file)."""
+    """A gradebook row: a student, what they handed in, and the report of the file graded for
+    them (None: nothing handed in, or a report that cannot be read back)."""
     handin: Handin
     report: GradeReport | None
 
     @property
+    def student(self) -> str:
+        return self.handin.student.id
+
+    @property
+    def name(self) -> str:
+        return self.handin.student.name
+
+    @property
+    def submission(self) -> str | None:
+        return self.handin.graded.as_posix() if self.handin.graded else None
+
+    @property
+    def report_file(self) -> str | None:
+        """The report's path in the results folder."""
+        return report_path(Path(), self.handin.graded).as_posix() if self.handin.graded else None
+
+    @property
+    def late(self) -> bool:
+        return self.handin.late or bool(self.report and self.report.late)
+
+    @property
+    def note(self) -> str:
+        return self.handin.note
+
+    @property
     def status(self) -> str:
-        return self.report.status if self.report else MISSING
+        if self.report:
+            return self.report.status
+        return MISSING if self.handin.graded is None else Status.GRADER_ERROR  # a report gone or unreadable
 
     @property
     def score(self) -> float:
@@ -61,8 +93,26 @@ class StudentGrade:
         return clean(headline(self.report) if self.report else "no submission", GRADEBOOK_HINT_CHARS)
 
 
+@dataclass(frozen=True)
+class ClassResults:
+    """A class's results: its reports, its gradebook, and its numbers, computed once."""
+    assignment: str  # the assignment's id
+    reports: dict[str, GradeReport]  # by file in the results folder: "reports/NAME.json"
+    students: list[StudentGrade]  # the gradebook, roster order first; empty for a folder of reports alone
+    statistics: ClassStatistics  # over the file graded for each student (all the reports, without a gradebook)
+    skipped: list[Path] = field(default_factory=list)  # files under reports/ that are not grade reports
+
+    @classmethod
+    def of(cls, assignment: str, part_ids: Iterable[str], reports: dict[str, GradeReport],
+           students: list[StudentGrade], skipped: list[Path] | None = None) -> ClassResults:
+        counted = {grade.report_file for grade in students} & reports.keys()
+        numbers = student_statistics(part_ids, reports, counted or reports.keys())
+        return cls(assignment, reports, students, numbers, skipped or [])
+
+
 @dataclass
 class BatchResult:
+    """What a batch did: the reports of the files it graded (and those already up to date)."""
     assignment: Assignment
     reports: dict[Path, GradeReport]  # by path relative to the submissions folder: the files graded
     graded: int  # graded in this run
@@ -70,14 +120,14 @@ class BatchResult:
     duration_s: float
     handins: list[Handin] = field(default_factory=list)  # by student, roster order first
     removed: list[Path] = field(default_factory=list)  # reports of files gone from the folder, moved aside
+    summary: dict = field(default_factory=dict)  # summary.json, once the results folder is written
 
-    def statistics(self) -> ClassStatistics:
-        """The class's numbers over the file graded for each student (see :func:`student_statistics`)."""
-        return student_statistics(self.assignment.parts, self.reports, (handin.graded for handin in self.handins))
-
-    def students(self) -> list[StudentGrade]:
-        return [StudentGrade(handin, self.reports.get(handin.graded) if handin.graded else None)
-                for handin in self.handins]
+    @cached_property
+    def class_results(self) -> ClassResults:
+        by_file = {report_path(Path(), relative).as_posix(): report for relative, report in self.reports.items()}
+        students = [StudentGrade(handin, self.reports.get(handin.graded) if handin.graded else None)
+                    for handin in self.handins]
+        return ClassResults.of(self.assignment.id, self.assignment.parts, by_file, students)
 
 
 def report_path(out: Path, relative: Path) -> Path:
@@ -142,58 +192,55 @@ def prune_reports(out: Path, current: Iterable[Path]) -> list[Path]:
     return moved
 
 
-def summarize(result: BatchResult) -> dict:
-    """Counts by status, per-part statistics, the most frequent hints, timing, and each student
-    with the file graded for them."""
-    stats = result.statistics()
-    students = result.students()
-    return {
-        "schema_version": SUMMARY_SCHEMA_VERSION,
-        "assignment": result.assignment.id,
-        "submissions": stats.submissions,
-        "also_handed_in": stats.also_handed_in,
-        "not_graded": sum(len(grade.handin.not_graded) for grade in students),
-        "counts": stats.counts,
-        # The gradebook's mean: 0 for a student with no score, where "score" leaves them out.
-        "students": {"count": len(students), "missing": sum(grade.status == MISSING for grade in students),
-                     "not_on_roster": sum(grade.handin.unlisted for grade in students),
-                     "mean_score": round(statistics.fmean(grade.score for grade in students), 4) if students else None},
-        "score": stats.total.stats(),
-        "parts": {part_id: scores.stats() for part_id, scores in stats.parts.items()},
-        "hints": [{"hint": hint, "count": count} for hint, count in stats.hints],
-        "timing": {
-            "duration_s": round(result.duration_s, 3),
-            "graded": result.graded,
-            "skipped_up_to_date": result.skipped,
-            "seconds_per_submission": round(result.duration_s / result.graded, 4) if result.graded else None,
-        },
-        "removed_reports": [path.name for path in result.removed],
-        "gradebook": [_student_entry(grade) for grade in students],
-    }
+def read_results(folder: Path) -> ClassResults:
+    """A results folder read back: every report in ``folder/reports`` (a file that is not one is
+    skipped and listed) and, where ``summary.json`` has one, the gradebook, each student with
+    the report graded for them. Without a gradebook, every report counts."""
+    reports_dir = folder / "reports"
+    if not reports_dir.is_dir():
+        raise ResultsError(f"{folder} has no reports/ folder: give the results folder `grade batch` wrote")
+    reports, skipped = {}, []
+    for path in sorted(p for p in reports_dir.glob("*.json") if p.is_file()):
+        report = read_report(path)
+        if report is None:
+            skipped.append(path.relative_to(folder))
+        else:
+            reports[path.relative_to(folder).as_posix()] = report
+    students = _gradebook(folder, reports)
+    assignments = sorted({report.assignment for report in reports.values()})
+    if len(assignments) > 1:  # per-part numbers across assignments would mix unrelated parts
+        raise ResultsError(f"{reports_dir} holds reports for several assignments ({', '.join(assignments)})")
+    if not reports and not students:
+        raise ResultsError(f"no grade reports in {reports_dir}"
+                           + (f" ({len(skipped)} unreadable files skipped)" if skipped else ""))
+    assignment = assignments[0] if assignments else _summary(folder).get("assignment", "")
+    part_ids = dict.fromkeys(part.id for report in reports.values() for part in report.parts)
+    return ClassResults.of(str(assignment), part_ids, reports, students, skipped)
 
 
-def _student_entry(grade: StudentGrade) -> dict:
-    handin = grade.handin
-    return {"student": handin.student.id, "name": handin.student.name, "status": grade.status, "score": grade.score,
-            "submission": handin.graded.as_posix() if handin.graded else None,
-            "report": f"reports/{report_path(Path(), handin.graded).name}" if handin.graded else None,
-            "files": [path.as_posix() for path in handin.files],
-            "not_graded": [path.as_posix() for path in handin.not_graded],
-            "late": handin.late or bool(grade.report and grade.report.late), "note": handin.note}
+def _summary(folder: Path) -> dict:
+    """``summary.json``, or nothing where it is missing or holds no gradebook: the reports alone count."""
+    try:
+        summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return summary if isinstance(summary, dict) and isinstance(summary.get("gradebook"), list) else {}
 
 
-GRADEBOOK_COLUMNS = ("student", "name", "status", "score", "points_possible")
-
-
-def gradebook_csv(result: BatchResult) -> str:
-    """One row per student: who, status, score and points possible, one column per part, the
-    headline hint, the file graded and a note on the choice."""
-    parts = result.assignment.parts
-    stats = result.statistics()
-    rows = [[*GRADEBOOK_COLUMNS, *parts, "hint", "submission", "note"]]
-    for grade in result.students():
-        handin = grade.handin
-        rows.append([handin.student.id, handin.student.name, grade.status, f"{grade.score:g}",
-                     f"{stats.total.max_score:g}", *(f"{grade.part_score(part):g}" for part in parts), grade.hint,
-                     handin.graded.as_posix() if handin.graded else "", handin.note])
-    return csv_text(rows)
+def _gradebook(folder: Path, reports: dict[str, GradeReport]) -> list[StudentGrade]:
+    """The students of ``summary.json``'s gradebook, each with the report graded for them."""
+    students = []
+    for line in _summary(folder).get("gradebook", []):
+        try:
+            submission = line.get("submission")
+            handin = Handin(Student(str(line["student"]), str(line.get("name") or "")),
+                            files=tuple(Path(path) for path in line.get("files", [])),
+                            graded=Path(submission) if submission else None, note=str(line.get("note") or ""),
+                            late=bool(line.get("late")),
+                            not_graded=tuple(Path(path) for path in line.get("not_graded", [])))
+        except (AttributeError, KeyError, TypeError) as exc:
+            raise ResultsError(f"{folder / 'summary.json'} has a gradebook line this grader cannot read "
+                               f"({type(exc).__name__}): run `grade batch` again to rewrite it") from None
+        grade = StudentGrade(handin, None)
+        students.append(StudentGrade(handin, reports.get(grade.report_file) if grade.report_file else None))
+    return students

@@ -45,11 +45,11 @@ def canvas_column(result: BatchResult) -> str:
 def canvas_gradebook(result: BatchResult, column: str | None = None) -> Gradebook:
     """``column``: the assignment's header; to update an existing Canvas assignment, the header
     of its column in Canvas's own export, e.g. ``Assignment 03 (12345)``."""
-    points = result.statistics().total.max_score
+    points = result.class_results.statistics.total.max_score
     rows: list[list[object]] = [[*CANVAS_IDENTITY, column or canvas_column(result)],
                                 ["Points Possible", "", "", "", "", f"{points:g}"]]
     left_out = []
-    for grade in result.students():
+    for grade in result.class_results.students:
         student = grade.handin.student
         if not (student.canvas_id or student.sis_user_id or student.sis_login_id):
             left_out.append(student.id)
@@ -62,7 +62,7 @@ def canvas_gradebook(result: BatchResult, column: str | None = None) -> Gradeboo
 def gradescope_gradebook(result: BatchResult) -> Gradebook:
     rows: list[list[object]] = [["Name", "Email", "SID", "Score"]]
     left_out = []
-    for grade in result.students():
+    for grade in result.class_results.students:
         student = grade.handin.student
         if not (student.email or student.sis_user_id):
             left_out.append(student.id)

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import html
 import math
+import os
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
@@ -21,14 +22,15 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from grader.core.report import Status
+from grader.core.report import Status, write_atomic
 from grader.core.report_words import headline
 from grader.core.sanitize import for_terminal
-from grader.results.class_stats import Bin, ClassStatistics, Scores, histogram, student_statistics
-from grader.results.folder import BatchResult, read_report
-from grader.views.feedback_pages import FeedbackError, StudentEntry, page_name, read_entries
+from grader.results.class_stats import Bin, ClassStatistics, Scores, histogram
+from grader.results.folder import MISSING, BatchResult, ClassResults, StudentGrade
+from grader.views.feedback_pages import page_name
 from grader.views.terminal import plain
 
+PAGE = "report.html"  # its name in a results folder
 HISTOGRAM_COLOUR = "#4c78a8"
 MISTAKE_COLOUR = "#e45756"
 MISTAKE_LABEL_CHARS = 120  # the SVG label does not wrap; the tooltip has the whole hint
@@ -36,50 +38,7 @@ SPARK = " ▁▂▃▄▅▆▇█"
 STAT_COLUMNS = ("part", "graded", "mean", "median", "max", "out of")
 
 
-class ClassReportError(Exception):
-    """The folder cannot be reported on; the message says why."""
-
-
 HARDEST_TESTS = 30  # the page lists the tests with the lowest pass rates, at most this many
-
-
-@dataclass(frozen=True)
-class ClassData:
-    assignment: str
-    statistics: ClassStatistics
-    skipped: list[Path]  # files under reports/ that are not grade reports, relative to the folder
-    students: list[StudentEntry] = field(default_factory=list)  # the gradebook, when summary.json has one
-
-
-def load_class_data(folder: Path) -> ClassData:
-    """Every report in ``folder/reports`` (flat: see :func:`grader.results.folder.report_path`); a file
-    that is not one is skipped and listed. With the gradebook of ``summary.json``, the class's
-    numbers are those of the file graded for each student, as ``grade batch`` gives them."""
-    reports_dir = folder / "reports"
-    if not reports_dir.is_dir():
-        raise ClassReportError(f"{folder} has no reports/ folder: give the results folder `grade batch` wrote")
-    reports, skipped = {}, []
-    for path in sorted(p for p in reports_dir.glob("*.json") if p.is_file()):
-        report = read_report(path)
-        if report is None:
-            skipped.append(path.relative_to(folder))
-        else:
-            reports[path.relative_to(folder).as_posix()] = report
-    if not reports:
-        raise ClassReportError(f"no grade reports in {reports_dir}"
-                               + (f" ({len(skipped)} unreadable files skipped)" if skipped else ""))
-    assignments = sorted({report.assignment for report in reports.values()})
-    if len(assignments) > 1:
-        # Per-part statistics across assignments would mix unrelated parts.
-        raise ClassReportError(f"{reports_dir} holds reports for several assignments ({', '.join(assignments)})")
-    part_ids = dict.fromkeys(part.id for report in reports.values() for part in report.parts)
-    try:
-        _, students = read_entries(folder)
-    except FeedbackError:  # a folder of reports alone: every report counts
-        students = []
-    graded_for_students = {entry.report_file for entry in students} & reports.keys()
-    numbers = student_statistics(part_ids, reports, graded_for_students or reports.keys())
-    return ClassData(assignments[0], numbers, skipped, students)
 
 
 def _escape(text: str) -> str:
@@ -126,7 +85,14 @@ table.list td, table.list th {{ text-align: left; vertical-align: top; }}
 """
 
 
-def render_html(data: ClassData, feedback: str | None = None) -> str:
+def write_page(results: ClassResults, page: Path, feedback: Path | None = None) -> None:
+    """The page at ``page``; with ``feedback``, the folder of the students' feedback pages, each
+    student's row links to theirs."""
+    link = Path(os.path.relpath(feedback.resolve(), page.resolve().parent)).as_posix() if feedback else None
+    write_atomic(page, render_html(results, link))
+
+
+def render_html(data: ClassResults, feedback: str | None = None) -> str:
     """The page; ``feedback``: where the students' feedback pages are, relative to it (their
     rows link there), or None when there are none."""
     stats = data.statistics
@@ -210,7 +176,7 @@ def _flagged(stats: ClassStatistics) -> str:
             + _table(["submission", "kind", "where", "what"], rows))
 
 
-def _students(students: list[StudentEntry], feedback: str | None) -> str:
+def _students(students: list[StudentGrade], feedback: str | None) -> str:
     if not students:
         return ""
     rows = []
@@ -326,14 +292,13 @@ def _also_handed_in(stats: ClassStatistics) -> str:
     return f" ({_counted(stats.also_handed_in, 'more file')} handed in beside the one graded for a student, not counted)"
 
 
-def batch_summary(result: BatchResult, left_out: dict[str, list[str]] | None = None) -> Group:
+def batch_summary(result: BatchResult) -> Group:
     """The end-of-batch view: the class numbers, how long it took, the students, and what an
-    instructor must look at: reports set aside, students a gradebook leaves out
-    (``left_out``: by gradebook file), the most frequent hints."""
-    stats = result.statistics()
+    instructor must look at: reports set aside, students a gradebook leaves out (the
+    summary's ``left_out``, by gradebook file), the most frequent hints."""
+    stats, students = result.class_results.statistics, result.class_results.students
     per = result.duration_s / result.graded if result.graded else None
-    students = result.students()
-    missing = [grade.handin.student.id for grade in students if grade.report is None]
+    missing = [grade.student for grade in students if grade.status == MISSING]
     lines: list[RenderableType] = [
         _numbers_table(result.assignment.id, stats),
         Text(f"{_counts_line(stats)}; {result.graded} graded now, {result.skipped} already up to date"
@@ -345,7 +310,7 @@ def batch_summary(result: BatchResult, left_out: dict[str, list[str]] | None = N
     if result.removed:
         lines.append(plain(f"moved {_counted(len(result.removed), 'report')} of files no longer handed in "
                            f"to {result.removed[0].parent}", style="yellow"))
-    for name, students_left_out in (left_out or {}).items():
+    for name, students_left_out in result.summary.get("left_out", {}).items():
         if students_left_out:
             who = "every student" if len(students_left_out) == len(students) else ", ".join(students_left_out)
             lines.append(plain(f"{name} leaves out {who}: no id it matches on (give them in --roster)", style="dim"))
@@ -355,7 +320,7 @@ def batch_summary(result: BatchResult, left_out: dict[str, list[str]] | None = N
     return Group(*lines)
 
 
-def class_table(data: ClassData) -> Group:
+def class_table(data: ClassResults) -> Group:
     stats = data.statistics
     items: list[RenderableType] = [
         _numbers_table(data.assignment, stats),

@@ -3,7 +3,7 @@
     results/feedback/<student>.html   (and .md)
 
 Written by ``grade batch``, or by ``grade feedback RESULTS`` over a results folder: one pair
-per student of the gradebook (``summary.json``), linked from the class report. A page says
+per student of the gradebook, linked from the class report. A page says
 the score, or why there is none; each part with what is probably wrong; each failing check
 with its message (what the code returned and what was expected); the notes on the
 notebook's cells, in the notebook's order; and what the code printed.
@@ -17,7 +17,6 @@ and both lose their control characters (:func:`grader.core.sanitize.for_terminal
 from __future__ import annotations
 
 import html
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,13 +24,9 @@ from pathlib import Path
 from grader.core.report import GradeReport, Outcome, Status, write_atomic
 from grader.core.report_words import grader_failed, part_problem
 from grader.core.sanitize import for_terminal
-from grader.results.folder import MISSING, read_report, report_name
+from grader.results.folder import MISSING, ClassResults, StudentGrade, report_name
 
 FOLDER = "feedback"
-
-
-class FeedbackError(Exception):
-    """The results folder has no gradebook to write feedback for: the message says why."""
 
 
 # ---- the blocks a page is made of ------------------------------------------------------
@@ -67,20 +62,7 @@ class Preformatted:
 Block = Heading | Paragraph | Items | Grid | Preformatted
 
 
-@dataclass(frozen=True)
-class StudentEntry:
-    """A student's line of the gradebook in summary.json, with the report it points to."""
-    student: str
-    name: str
-    status: str
-    submission: str | None
-    note: str
-    late: bool
-    report: GradeReport | None
-    report_file: str | None  # the report's path in the results folder, as summary.json gives it
-
-
-def page_blocks(assignment: str, entry: StudentEntry) -> list[Block]:
+def page_blocks(assignment: str, entry: StudentGrade) -> list[Block]:
     blocks: list[Block] = [Heading(1, f"Assignment {assignment}: feedback for {entry.name or entry.student}")]
     report = entry.report
     if entry.status == MISSING:
@@ -212,31 +194,13 @@ def page_name(student: str) -> str:
     return report_name(Path(student))
 
 
-def read_entries(results: Path) -> tuple[str, list[StudentEntry]]:
-    """The assignment and the gradebook's students of a results folder, each with their report."""
-    try:
-        summary = json.loads((results / "summary.json").read_text(encoding="utf-8"))
-        assignment, gradebook = str(summary["assignment"]), summary["gradebook"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise FeedbackError(f"{results} has no gradebook to write feedback for ({type(exc).__name__}): "
-                            "give a results folder that this grader's `grade batch` wrote") from None
-    entries = []
-    for line in gradebook:
-        report_file = line.get("report")
-        report = read_report(results / report_file) if report_file else None
-        entries.append(StudentEntry(str(line["student"]), str(line.get("name") or ""), line["status"], line.get("submission"),
-                                    line.get("note", ""), bool(line.get("late")), report, report_file))
-    return assignment, entries
-
-
-def write_feedback(results: Path) -> list[Path]:
-    """Every student's pages under ``results/feedback/``, and no other (the pages of students no
+def write_feedback(results: ClassResults, out: Path) -> list[Path]:
+    """Every student's pages under ``out/feedback/``, and no other (the pages of students no
     longer in the gradebook are removed); returns the HTML pages."""
-    assignment, entries = read_entries(results)
-    folder = results / FOLDER
+    folder = out / FOLDER
     pages = {}
-    for entry in entries:
-        blocks = page_blocks(assignment, entry)
+    for entry in results.students:
+        blocks = page_blocks(results.assignment, entry)
         name = page_name(entry.student)
         pages[folder / f"{name}.html"] = render_html(blocks)
         pages[folder / f"{name}.md"] = render_markdown(blocks)
