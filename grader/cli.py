@@ -169,6 +169,7 @@ def _batch(args: argparse.Namespace, console: Console) -> int:
     from grader.core.assignment import AssignmentError
     from grader.core.report import json_text
     from grader.engine.batch import grade_batch
+    from grader.results.folder import ResultsError
     from grader.results.students import Roster, RosterError
     from grader.sandbox.isolation import SandboxUnavailable
     from grader.views.class_report import batch_summary
@@ -192,7 +193,7 @@ def _batch(args: argparse.Namespace, console: Console) -> int:
                                  limits=_limits(args), sandbox=args.sandbox, force=args.force, executor=args.executor,
                                  ray_address=args.ray_address, roster=roster, all_files=args.all_files,
                                  canvas_column=args.canvas_column, **progress.callbacks)
-    except (AssignmentError, ValueError, SandboxUnavailable) as exc:
+    except (AssignmentError, ResultsError, ValueError, SandboxUnavailable) as exc:
         _error(console, exc)
         return EXIT_USAGE
     except KeyboardInterrupt:

@@ -6,14 +6,25 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import replace
 from importlib import resources
 
 import jsonschema
 import pytest
 
-from grader.core.report import SCHEMA_VERSION, Flag, GradeReport, PartResult, SchemaTooNewError, bounded, load_schema
+from grader.core.fingerprint import Fingerprint
+from grader.core.report import (
+    SCHEMA_VERSION,
+    Flag,
+    GradeReport,
+    PartResult,
+    SchemaTooNewError,
+    Status,
+    bounded,
+    load_schema,
+)
 from grader.core.report import TestResult as Result
-from grader.results.folder import load_current_report, read_report
+from grader.results.folder import NEW, read_report, why_graded
 from tests.conftest import assert_valid
 
 
@@ -25,9 +36,14 @@ def report(**changes) -> GradeReport:
     return GradeReport(**{**fields, **changes})
 
 
+def version_4(data: dict) -> dict:
+    """``data`` as a version-4 grader wrote it."""
+    return {**{key: value for key, value in data.items() if key != "fingerprint"}, "schema_version": 4}
+
+
 def version_3(data: dict) -> dict:
     """``data`` as a version-3 grader wrote it."""
-    return {**{key: value for key, value in data.items() if key != "late"}, "schema_version": 3}
+    return {**{key: value for key, value in version_4(data).items() if key != "late"}, "schema_version": 3}
 
 
 def version_2(data: dict) -> dict:
@@ -52,7 +68,7 @@ def test_a_report_with_flags_round_trips_and_is_valid():
     flagged = report(flags=[Flag("torch-internals", "attention.py line 2", "torch._C.DisableTorchFunction")])
     assert_valid(flagged)
     assert GradeReport.from_dict(json.loads(json.dumps(flagged.to_dict()))) == flagged
-    assert flagged.to_dict()["schema_version"] == SCHEMA_VERSION == 4
+    assert flagged.to_dict()["schema_version"] == SCHEMA_VERSION == 5
 
 
 def test_a_version_1_report_reads_as_the_current_version_with_no_flags():
@@ -129,17 +145,42 @@ def test_the_schema_bounds_flags(flags):
         jsonschema.validate({**report().to_dict(), "flags": flags}, load_schema())
 
 
-def test_batch_grading_regrades_a_version_1_report_but_can_read_it(tmp_path):
+SETTLED = Fingerprint(submission="", suite="a" * 64, reference="b" * 64, contract="c" * 64, grader="d" * 64,
+                      options="e" * 64)
+
+
+def test_a_stored_report_holds_only_while_its_whole_fingerprint_is_unchanged(tmp_path):
     submission = tmp_path / "attention.py"
     submission.write_text("def softmax(x, dim=-1):\n    return x\n")
+    sha256 = hashlib.sha256(submission.read_bytes()).hexdigest()
     current = report()
-    current.submission_sha256 = hashlib.sha256(submission.read_bytes()).hexdigest()
+    current.fingerprint = replace(SETTLED, submission=sha256).to_dict()
     path = tmp_path / "attention.py.json"
-    path.write_text(json.dumps(version_1(current.to_dict())))
-    assert read_report(path).flags == []
-    assert load_current_report(path, submission) is None
     current.write_json(path)
-    assert load_current_report(path, submission) == current
+    assert why_graded(read_report(path), SETTLED, submission) is None
+    assert why_graded(None, SETTLED, submission) == NEW
+    assert why_graded(read_report(path), replace(SETTLED, suite="f" * 64), submission) == "suite changed"
+    assert why_graded(read_report(path), replace(SETTLED, grader="f" * 64, options="0" * 64),
+                      submission) == "grader changed, options changed"
+    assert why_graded(replace(current, status=Status.GRADER_ERROR), SETTLED, submission) == "grader error last time"
+    submission.write_text("def softmax(x, dim=-1):\n    return x.exp()\n")
+    assert why_graded(read_report(path), SETTLED, submission) == "file changed"
+
+
+def test_a_version_4_report_reads_with_no_fingerprint_and_a_fingerprint_is_valid():
+    old = version_4(report().to_dict())
+    jsonschema.validate(old, schema(4))
+    assert GradeReport.from_dict(old) == report() and report().fingerprint == {}
+    assert_valid(report(fingerprint=replace(SETTLED, submission="f" * 64).to_dict()))
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({**report().to_dict(), "fingerprint": {"suite": "not a digest"}}, load_schema())
+
+
+def test_batch_grading_regrades_a_version_1_report_but_can_read_it(tmp_path):
+    path = tmp_path / "attention.py.json"
+    path.write_text(json.dumps(version_1(report().to_dict())))
+    assert read_report(path).flags == [] and read_report(path).fingerprint == {}
+    assert why_graded(read_report(path), SETTLED, tmp_path / "attention.py") == "report of an older grader"
 
 
 def test_the_terminal_view_counts_the_flags_in_one_line():

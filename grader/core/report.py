@@ -16,7 +16,7 @@ from typing import Any
 
 from grader.core.sanitize import clean, each_string
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 class Status:
@@ -102,6 +102,8 @@ class GradeReport:
     flags: list[Flag] = field(default_factory=list)  # evasive-looking source, see grader.source.flags
     # Handed in after its due date, as the course platform says; None: not known (no platform said).
     late: bool | None = None
+    # What decided the grade (grader.core.fingerprint): a stored report is reused only while it holds.
+    fingerprint: dict[str, str] = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict:
@@ -151,6 +153,8 @@ def upgraded(data: dict) -> dict:
                                              for part in data["parts"]])
     if data["schema_version"] == 3:
         data.update(schema_version=4, late=None)  # version 4 added late; version 3 never read the due date
+    if data["schema_version"] == 4:
+        data.update(schema_version=5, fingerprint={})  # version 5 added the fingerprint; nothing recorded it before
     return data
 
 

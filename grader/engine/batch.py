@@ -20,10 +20,21 @@ from pathlib import Path
 
 from grader.core.assemble import failed_report
 from grader.core.assignment import Assignment
+from grader.core.fingerprint import Fingerprint
 from grader.core.report import GradeReport
 from grader.engine.api import PendingGrade, resolve_device, start_grading
 from grader.engine.options import DEFAULT, DEFAULT_BATCH, BatchOptions, GradeOptions
-from grader.results.folder import BatchResult, load_current_report, prune_reports, report_path
+from grader.results.changes import keep_replaced
+from grader.results.folder import (
+    BatchResult,
+    Regrade,
+    check_assignment,
+    previous_gradebook,
+    prune_reports,
+    report_path,
+    stored_reports,
+    why_graded,
+)
 from grader.results.students import Roster, handins
 from grader.results.submissions import discover
 from grader.sandbox.isolation import SandboxUnavailable
@@ -64,36 +75,48 @@ def grade_batch(
     batch = BatchOptions(jobs=jobs, executor=executor, all_files=all_files)
     if not isinstance(assignment, Assignment):
         assignment = Assignment.load(assignment)
-    reports: dict[Path, GradeReport] = {}
-    todo: list[Path] = []
+    if batch.executor != "ray":  # a Ray worker resolves the device where it grades
+        options = replace(options, device=resolve_device(options.device))
+    stored = stored_reports(out)
+    check_assignment(out, assignment.id, stored)  # before anything is written there
     files = discover(folder)
     students = handins(files, folder, assignment, roster, all_files=batch.all_files)
     graded = files if batch.all_files else sorted(handin.graded for handin in students if handin.graded)
+    before = previous_gradebook(out)
     removed = prune_reports(out, graded)  # also those of files an --all-files run graded
+    settled = Fingerprint.of(assignment, options)  # what decides every file's grade but its bytes
+    reports: dict[Path, GradeReport] = {}
+    why: dict[Path, str] = {}
     for relative in graded:
-        current = None if force else load_current_report(report_path(out, relative), folder / relative)
-        if current is None:
-            todo.append(relative)
+        report = stored.get(report_path(out, relative).name)
+        reason = "--force" if force and report else why_graded(report, settled, folder / relative)
+        if reason is None:
+            reports[relative] = report
         else:
-            reports[relative] = current
-    skipped = len(reports)
+            why[relative] = reason
+    skipped, stamp = len(reports), time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     if on_start:
-        on_start(len(todo) + skipped, skipped)
+        on_start(len(why) + skipped, skipped)
     if batch.executor == "ray":
         from grader.engine.ray_executor import run_on_ray
 
-        results = run_on_ray(assignment, folder, todo, jobs=batch.jobs, options=options, address=ray_address)
+        results = run_on_ray(assignment, folder, list(why), jobs=batch.jobs, options=options, address=ray_address)
     else:
-        results = run_locally(assignment, folder, todo, jobs=batch.jobs,
-                              options=replace(options, device=resolve_device(options.device)), on_begin=on_begin)
+        results = run_locally(assignment, folder, list(why), jobs=batch.jobs, options=options, on_begin=on_begin,
+                              settled=settled)
+    replaced: dict[Path, GradeReport] = {}
     with contextlib.closing(results):  # interrupted: the executor stops what still runs
         for relative, report in results:
-            report = _written(report, report_path(out, relative), assignment)
-            reports[relative] = report
+            path = report_path(out, relative)
+            if (previous := stored.get(path.name)) is not None:
+                keep_replaced(out, stamp, path.name, previous)
+                replaced[relative] = previous
+            reports[relative] = _written(report, path, assignment)
             if on_report:
-                on_report(relative, report)
+                on_report(relative, reports[relative])
     result = BatchResult(assignment, dict(sorted(reports.items())), len(reports) - skipped, skipped,
-                         time.monotonic() - started, students, removed)
+                         time.monotonic() - started, students, removed,
+                         Regrade(stamp, why, replaced, before))
     write_results_folder(result, out, canvas_column)
     return result
 
@@ -114,7 +137,7 @@ def _written(report: GradeReport, path: Path, assignment: Assignment) -> GradeRe
 
 def run_locally(
     assignment: Assignment, folder: Path, todo: list[Path], *, jobs: int, options: GradeOptions,
-    on_begin: Callable[[Path], None] | None = None,
+    on_begin: Callable[[Path], None] | None = None, settled: Fingerprint | None = None,
 ) -> Iterator[tuple[Path, GradeReport]]:
     """Grade on this machine, ``jobs`` submissions at a time, yielding each report when ready.
     A submission whose grading fails in the grader gets a grader_error report; only Ctrl-C (or
@@ -128,7 +151,7 @@ def run_locally(
                 if on_begin:
                     on_begin(relative)
                 try:
-                    pending[start_grading(assignment, folder / relative, options=options)] = relative
+                    pending[start_grading(assignment, folder / relative, options, settled)] = relative
                 except SandboxUnavailable:
                     raise
                 except Exception as exc:  # noqa: BLE001 - e.g. fork failed: this submission's report says so

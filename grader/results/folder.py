@@ -18,14 +18,16 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 
 from grader.core.assignment import Assignment
+from grader.core.fingerprint import Fingerprint
 from grader.core.ingest import Ungradable, read_submission, submission_sha256
-from grader.core.report import SCHEMA_VERSION, GradeReport, Status
+from grader.core.report import GradeReport, Status
 from grader.core.report_words import counts, headline, part_score
 from grader.core.sanitize import clean
 from grader.results.class_stats import ClassStatistics, student_statistics
@@ -110,6 +112,19 @@ class ClassResults:
         return cls(assignment, reports, students, numbers, skipped or [])
 
 
+@dataclass(frozen=True)
+class Regrade:
+    """Why a run graded what it graded, and what it replaced (:mod:`grader.results.changes`)."""
+    stamp: str = ""  # the run's time: its folder in history/
+    why: dict[Path, str] = field(default_factory=dict)  # each file graded in the run, and why (NEW: no report yet)
+    replaced: dict[Path, GradeReport] = field(default_factory=dict)  # the reports it replaced, as they were
+    before: dict[str, dict] = field(default_factory=dict)  # the previous run's gradebook lines, by student
+
+    def reasons(self) -> dict[str, int]:
+        """How many files were graded again, by why; most first."""
+        return dict(Counter(why for why in self.why.values() if why != NEW).most_common())
+
+
 @dataclass
 class BatchResult:
     """What a batch did: the reports of the files it graded (and those already up to date)."""
@@ -120,6 +135,7 @@ class BatchResult:
     duration_s: float
     handins: list[Handin] = field(default_factory=list)  # by student, roster order first
     removed: list[Path] = field(default_factory=list)  # reports of files gone from the folder, moved aside
+    regrade: Regrade = field(default_factory=Regrade)
     summary: dict = field(default_factory=dict)  # summary.json, once the results folder is written
 
     @cached_property
@@ -152,30 +168,55 @@ def report_name(relative: Path) -> str:
     return f"{start}~{digest}"
 
 
-def read_report(path: Path, *, current_only: bool = False) -> GradeReport | None:
+def read_report(path: Path) -> GradeReport | None:
     """The report in ``path`` (upgraded to the current schema), or None when the file is not
-    one this grader can read, or with ``current_only``, not written in the current schema."""
+    one this grader can read."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        if current_only and data.get("schema_version") != SCHEMA_VERSION:
-            return None
-        return GradeReport.from_dict(data)
+        return GradeReport.from_dict(json.loads(path.read_text(encoding="utf-8")))
     except (OSError, ValueError, KeyError, TypeError, AttributeError):  # AttributeError: JSON that is not an object
         return None
 
 
-def load_current_report(path: Path, submission: Path) -> GradeReport | None:
-    """The report at ``path`` if it is worth keeping and for the submission's current bytes:
-    an older schema's report is regraded (an upgraded one lacks what the new version adds).
-    The submission is read only when there is such a report to compare it with."""
-    report = read_report(path, current_only=True)
-    if report is None or report.status == Status.GRADER_ERROR or not report.submission_sha256:
-        return None
+NEW = "new"  # a file with no report yet: graded, not regraded
+
+
+def why_graded(stored: GradeReport | None, current: Fingerprint, submission: Path) -> str | None:
+    """None while the ``stored`` report still holds for the file at ``submission``, graded as
+    ``current`` says (its ``submission`` part left empty: the file is read only when there is a
+    report to compare it with); otherwise why it is graded."""
+    if stored is None:
+        return NEW
+    if stored.status == Status.GRADER_ERROR:
+        return "grader error last time"
+    if not stored.fingerprint:
+        return "report of an older grader"
     try:
-        current = submission_sha256(read_submission(submission))
+        sha256 = submission_sha256(read_submission(submission))
     except Ungradable:  # no longer readable: its report must say so
-        return None
-    return report if report.submission_sha256 == current else None
+        sha256 = ""
+    changed = replace(current, submission=sha256).changed(stored.fingerprint)
+    return ", ".join(changed) if changed else None
+
+
+def previous_gradebook(out: Path) -> dict[str, dict]:
+    """The gradebook lines of the summary.json an earlier run wrote in ``out``, by student."""
+    return {str(line.get("student")): line for line in _summary(out).get("gradebook", []) if isinstance(line, dict)}
+
+
+def stored_reports(out: Path) -> dict[str, GradeReport]:
+    """The reports in ``out/reports`` that this grader can read, by file name."""
+    return {path.name: report for path in sorted((out / "reports").glob("*.json"))
+            if (report := read_report(path)) is not None}
+
+
+def check_assignment(out: Path, assignment: str, stored: dict[str, GradeReport]) -> None:
+    """A results folder belongs to one assignment: raises :class:`ResultsError` if ``out``
+    holds another's ``stored`` reports or summary, before anything is written there."""
+    others = {str(_summary(out).get("assignment", assignment)), *(report.assignment for report in stored.values())}
+    others.discard(assignment)
+    if others:
+        raise ResultsError(f"{out} holds the results of assignment {', '.join(sorted(others))}, not {assignment}: "
+                           "give each assignment its own --out folder")
 
 
 def prune_reports(out: Path, current: Iterable[Path]) -> list[Path]:

@@ -4,18 +4,21 @@ student: ``grades.csv`` and the LMS imports of :mod:`grader.results.lms_gradeboo
 from __future__ import annotations
 
 import statistics
+from dataclasses import asdict
 from pathlib import Path
 
 from grader.core.report import write_atomic, write_json
 from grader.core.sanitize import csv_text
+from grader.results.changes import score_changes, write_changes
 from grader.results.folder import MISSING, BatchResult, StudentGrade
 from grader.results.lms_gradebooks import write_gradebooks
 
 # 2: the students, each with the file graded for them. 3: submissions, counts, scores and hints
 # are those of the files graded for the students; also_handed_in counts the other files. 4: only
 # those files are graded (unless --all-files); not_graded counts the others, and each student's
-# lists theirs.
-SUMMARY_SCHEMA_VERSION = 4
+# lists theirs. 5: regraded counts the files graded again, by why; changes lists the students
+# whose score moved (as changes.csv does).
+SUMMARY_SCHEMA_VERSION = 5
 
 
 def summarize(result: BatchResult) -> dict:
@@ -74,11 +77,16 @@ def gradebook_csv(result: BatchResult) -> str:
 
 
 def write_outputs(result: BatchResult, out: Path, canvas_header: str | None = None) -> dict:
-    """``summary.json`` and the gradebooks; returns the summary, which says which students
-    each LMS's gradebook leaves out for want of an id it matches on."""
+    """``summary.json``, the gradebooks and ``changes.csv``; returns the summary, which says
+    which students each LMS's gradebook leaves out for want of an id it matches on, why files
+    were graded again, and how many students' scores that moved."""
     summary = summarize(result)
     books = write_gradebooks(result, out, canvas_header)
     summary["left_out"] = {book.name: book.left_out for book in books}
+    changes = score_changes(result)
+    write_changes(out, changes, result.regrade.stamp)
+    summary["regraded"] = result.regrade.reasons()
+    summary["changes"] = [asdict(change) for change in changes]
     write_json(out / "summary.json", summary)
     write_atomic(out / "grades.csv", gradebook_csv(result))
     return summary

@@ -307,6 +307,10 @@ def batch_summary(result: BatchResult) -> Group:
               + (f", gradebook mean {statistics.fmean(grade.score for grade in students):.3g} (0 for no score)"
                  if students else "")
               + (f"; no submission from {', '.join(missing)}" if missing else ""))]
+    for why, count in result.regrade.reasons().items():
+        lines.append(plain(f"{why}: {count} regraded", style="yellow"))
+    if changed := result.summary.get("changes"):
+        lines.append(plain(f"{_counted(len(changed), 'student')} with a new score: see changes.csv", style="yellow"))
     if result.removed:
         lines.append(plain(f"moved {_counted(len(result.removed), 'report')} of files no longer handed in "
                            f"to {result.removed[0].parent}", style="yellow"))
