@@ -103,6 +103,9 @@ def _batch_parser() -> argparse.ArgumentParser:
     parser.add_argument("--roster", type=Path, metavar="CSV",
                         help="the students: columns student (required), path, name, email, section, canvas_id, "
                              "sis_user_id, sis_login_id (default: one student per folder; see docs/instructors.md)")
+    parser.add_argument("--missing", choices=MISSING_SCORES, default=DEFAULT_BATCH.missing,
+                        help="a student who handed in nothing, in canvas.csv and gradescope.csv: blank (default: the "
+                             "LMS keeps its own missing, excused or extension) or zero; grades.csv says 0 either way")
     parser.add_argument("--canvas-column", metavar="HEADER",
                         help="the assignment's column in canvas.csv, e.g. 'Assignment 03 (12345)' as Canvas's export "
                              "names it (default: a new assignment, 'Assignment ID: TITLE')")
@@ -192,7 +195,8 @@ def _batch(args: argparse.Namespace, console: Console) -> int:
             result = grade_batch(args.assignment, args.folder, args.out, jobs=args.jobs, device=args.device,
                                  limits=_limits(args), sandbox=args.sandbox, force=args.force, executor=args.executor,
                                  ray_address=args.ray_address, roster=roster, all_files=args.all_files,
-                                 canvas_column=args.canvas_column, **progress.callbacks)
+                                 canvas_column=args.canvas_column, missing=args.missing,
+                                 **progress.callbacks)
     except (AssignmentError, ResultsError, ValueError, SandboxUnavailable) as exc:
         _error(console, exc)
         return EXIT_USAGE

@@ -9,13 +9,15 @@ import json
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from grader.core.assignment import Assignment
 from grader.core.report import Flag, GradeReport, PartResult, Status
 from grader.results.folder import BatchResult, prune_reports, read_results, report_path
 from grader.results.lms_gradebooks import canvas_gradebook, gradescope_gradebook
 from grader.results.outputs import gradebook_csv, write_outputs
-from grader.results.students import Roster, RosterError, handed_in_name, handins
+from grader.results.students import Roster, RosterError, canvas_name, handed_in_name, handins
+from grader.views.class_report import batch_summary
 from tests.conftest import ASSIGNMENT_03
 
 STUB = "def split_heads(x, h):\n    raise NotImplementedError\n"
@@ -74,7 +76,33 @@ def test_a_canvas_download_is_one_student_per_user_id(tmp_path, assignment):
     jane = found["1234"]
     assert jane.student.canvas_id == "1234" and jane.student.name == "smithjane"
     assert jane.graded == Path("smithjane_LATE_1234_501_mha-1.py") and jane.late and "late" in jane.note
-    assert handed_in_name(Path("smithjane_LATE_1234_501_mha-1.py")) == "mha.py"
+    assert handed_in_name(Path("smithjane_LATE_1234_501_mha-1.py"), assignment) == "mha.py"
+    book = {row["student"]: row for row in rows(gradebook_csv(BatchResult(assignment, {}, 0, 0, 1.0, list(found.values()))))}
+    assert (book["1234"]["late"], book["77"]["late"]) == ("late", "")
+
+
+@pytest.mark.parametrize("filename, name, user, late, file, ambiguous", [
+    ("doe_jane_LATE_12345_67890_mha.py", "doe_jane", "12345", True, "mha.py", False),
+    ("van_der_berg_anna_77_88_mha-2.ipynb", "van_der_berg_anna", "77", False, "mha.ipynb", False),
+    ("smithjane_1234_500_mha.py", "smithjane", "1234", False, "mha.py", False),
+    # Digits in the name: three splits, one whose file is the assignment's.
+    ("ann_1_2_3_4_mha.py", "ann_1_2", "3", False, "mha.py", False),
+    # No split whose file is the assignment's, and two splits: read as the shortest name, and said.
+    ("ann_1_2_3_notes.txt", "ann", "1", False, "3_notes.txt", True),
+])
+def test_canvas_download_names_are_read_with_underscores_in_the_name(filename, name, user, late, file, ambiguous):
+    read = canvas_name(filename, ("mha.py", "mha.ipynb"))
+    assert (read.name, read.user, read.late, read.file, read.ambiguous) == (name, user, late, file, ambiguous)
+
+
+def test_a_canvas_name_that_splits_two_ways_is_said_in_the_note_and_the_batch_view(tmp_path):
+    assignment = Assignment.load(ASSIGNMENT_03)
+    files = write(tmp_path, {"ann_1_2_3_notes.txt": "my notes"})
+    (handin,) = handins(files, tmp_path, assignment)
+    assert handin.ambiguous and "splits more than one way" in handin.note
+    console = Console(record=True, width=200)
+    console.print(batch_summary(BatchResult(assignment, {}, 0, 0, 1.0, [handin])))
+    assert "Canvas file names that split more than one way, read as the students 1" in console.export_text()
 
 
 ROSTER = """\ufeffStudent,Path,Name,Email,SIS User ID,ID,Section
@@ -160,7 +188,8 @@ def test_gradebook_has_one_row_per_student_with_points_parts_and_the_costliest_h
     assert lea["hint"] == "MultiHeadAttention: =scale by sqrt(d_k)"
     assert table["max"]["status"] == "ungradable" and table["max"]["score"] == "0"
     assert "not a submission" in table["max"]["hint"]
-    assert table["zoe"]["status"] == "missing" and table["zoe"]["score"] == "0"
+    assert table["zoe"]["status"] == "missing" and table["zoe"]["score"] == "0"  # 0 here, with the reason
+    assert [table[student]["late"] for student in ("lea", "max", "zoe", "stray")] == ["", "", "", ""]
     assert table["zoe"]["hint"] == "no submission" and table["zoe"]["name"] == "Zoe Zu"
     assert all(table["zoe"][part] == "0" for part in assignment.parts)
     assert "not on the roster" in table["stray"]["note"]
@@ -174,7 +203,10 @@ def test_canvas_gradebook_imports_as_canvas_documents_it(batch, assignment):
     assert lines[1][0] == "Points Possible" and float(lines[1][-1]) == 2.0 * len(assignment.parts)
     by_name = {line[0]: line for line in lines[2:]}
     assert by_name["Lea Lo"][1:5] == ["101", "S1", "", "A"]
-    assert float(by_name["Zoe Zu"][-1]) == 0  # handed in nothing
+    assert by_name["Zoe Zu"][-1] == ""  # handed in nothing: blank, so Canvas keeps its missing or excused
+    assert by_name["Max Mo"][-1] == "0"  # ungradable: a 0 the instructor can explain
+    zero = {line[0]: line for line in csv.reader(io.StringIO(canvas_gradebook(batch, missing_zero=True).text))}
+    assert zero["Zoe Zu"][-1] == "0"
     # Not the student who is not on the roster: with no Canvas or SIS id, Canvas cannot match them.
     assert set(by_name) == {"Lea Lo", "Max Mo", "Zoe Zu"} and book.left_out == ["stray"]
     assert canvas_gradebook(batch, "Assignment 03 (12345)").text.splitlines()[0].endswith("Assignment 03 (12345)")
@@ -185,6 +217,7 @@ def test_gradescope_gradebook_matches_by_email_or_sid(batch):
     table = rows(book.text)
     assert [row["Name"] for row in table] == ["Lea Lo", "Max Mo", "Zoe Zu"]
     assert table[0] == {"Name": "Lea Lo", "Email": "lea@uni.edu", "SID": "S1", "Score": table[0]["Score"]}
+    assert table[2]["Score"] == "" and rows(gradescope_gradebook(batch, missing_zero=True).text)[2]["Score"] == "0"
     assert book.left_out == ["stray"]
 
 

@@ -1,4 +1,4 @@
-"""The grade report: plain data with a versioned JSON form (``schema/report.v4.json``).
+"""The grade report: plain data with a versioned JSON form (``schema/report.v5.json``).
 
 The terminal table, CSV and exports are views of this; nothing here formats for people.
 """

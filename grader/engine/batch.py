@@ -57,6 +57,7 @@ def grade_batch(
     roster: Roster | None = None,
     all_files: bool = DEFAULT_BATCH.all_files,
     canvas_column: str | None = None,
+    missing: str = DEFAULT_BATCH.missing,
     on_start: Callable[[int, int], None] | None = None,
     on_begin: Callable[[Path], None] | None = None,
     on_report: Callable[[Path, GradeReport], None] | None = None,
@@ -66,13 +67,14 @@ def grade_batch(
     the students (default: one per folder, see :mod:`grader.results.students`). ``on_start(total,
     up_to_date)``, ``on_begin(path)`` (when a file starts grading here; a Ray cluster starts
     them all at once) and ``on_report(path, report)`` let a caller show progress;
-    ``canvas_column`` names the Canvas gradebook's column (:mod:`grader.results.lms_gradebooks`).
+    ``canvas_column`` names the Canvas gradebook's column and ``missing`` says what the LMS
+    gradebooks give a student with no submission (:mod:`grader.results.lms_gradebooks`).
     The options are :class:`~grader.engine.options.GradeOptions`' and
     :class:`~grader.engine.options.BatchOptions`' fields. Returns the batch, its results folder
     written (``result.summary`` is summary.json's content)."""
     started = time.monotonic()
     options = GradeOptions(device=device, sandbox=sandbox, limits=limits)
-    batch = BatchOptions(jobs=jobs, executor=executor, all_files=all_files)
+    batch = BatchOptions(jobs=jobs, executor=executor, all_files=all_files, missing=missing)
     if not isinstance(assignment, Assignment):
         assignment = Assignment.load(assignment)
     if batch.executor != "ray":  # a Ray worker resolves the device where it grades
@@ -117,7 +119,7 @@ def grade_batch(
     result = BatchResult(assignment, dict(sorted(reports.items())), len(reports) - skipped, skipped,
                          time.monotonic() - started, students, removed,
                          Regrade(stamp, why, replaced, before))
-    write_results_folder(result, out, canvas_column)
+    write_results_folder(result, out, canvas_column, missing_zero=batch.missing == "zero")
     return result
 
 

@@ -65,23 +65,24 @@ GRADEBOOK_COLUMNS = ("student", "name", "status", "score", "points_possible")
 
 def gradebook_csv(result: BatchResult) -> str:
     """One row per student: who, status, score and points possible, one column per part, the
-    headline hint, the file graded and a note on the choice."""
+    headline hint, the file graded, whether it was late, and a note on the choice."""
     parts = result.assignment.parts
     results = result.class_results
-    rows = [[*GRADEBOOK_COLUMNS, *parts, "hint", "submission", "note"]]
+    rows = [[*GRADEBOOK_COLUMNS, *parts, "hint", "submission", "late", "note"]]
     for grade in results.students:
         rows.append([grade.student, grade.name, grade.status, f"{grade.score:g}",
                      f"{results.statistics.total.max_score:g}", *(f"{grade.part_score(part):g}" for part in parts),
-                     grade.hint, grade.submission or "", grade.note])
+                     grade.hint, grade.submission or "", "late" if grade.late else "", grade.note])
     return csv_text(rows)
 
 
-def write_outputs(result: BatchResult, out: Path, canvas_header: str | None = None) -> dict:
+def write_outputs(result: BatchResult, out: Path, canvas_header: str | None = None, *,
+                  missing_zero: bool = False) -> dict:
     """``summary.json``, the gradebooks and ``changes.csv``; returns the summary, which says
     which students each LMS's gradebook leaves out for want of an id it matches on, why files
     were graded again, and how many students' scores that moved."""
     summary = summarize(result)
-    books = write_gradebooks(result, out, canvas_header)
+    books = write_gradebooks(result, out, canvas_header, missing_zero=missing_zero)
     summary["left_out"] = {book.name: book.left_out for book in books}
     changes = score_changes(result)
     write_changes(out, changes, result.regrade.stamp)

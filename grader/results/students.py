@@ -13,7 +13,7 @@ from __future__ import annotations
 import csv
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 
 from grader.core.assignment import Assignment, most_work_done
@@ -23,9 +23,35 @@ SOURCE_SUFFIXES = (".py", ".ipynb")
 # folder (default: the folder named like the student); a student may have several rows.
 ROSTER_COLUMNS = ("student", "path", "name", "email", "section", "canvas_id", "sis_user_id", "sis_login_id")
 MAX_ROSTER_BYTES = 10 * 2**20
-# What Canvas's "Download Submissions" names each file: login name, LATE, user id, attachment
-# id, then the file's own name (with "-1" before the suffix for a second upload of one name).
-_CANVAS_NAME = re.compile(r"(?P<name>[a-z0-9]+)_(?P<late>LATE_)?(?P<user>\d+)_\d+_(?P<file>.+)")
+# What Canvas's "Download Submissions" names each file: the student's name (lowercase, and
+# underscores where it had spaces or other characters), LATE, user id, attachment id, then the
+# file's own name (with "-1" before the suffix for a second upload of one name). The name may
+# hold underscores and digits, so a file name can split more than one way.
+_CANVAS_TAIL = re.compile(r"(?P<late>LATE_)?(?P<user>\d+)_\d+_(?P<file>.+)")
+
+
+@dataclass(frozen=True)
+class CanvasName:
+    name: str
+    user: str
+    late: bool
+    file: str  # as the student named it: the prefix and a "-1" before the suffix taken off
+    ambiguous: bool  # the name splits more than one way: read as the one whose file is the assignment's
+
+
+def canvas_name(filename: str, expected: Sequence[str] = ()) -> CanvasName | None:
+    """How Canvas's download named ``filename``, or None if it did not. Where it splits more than
+    one way, the split whose file is among ``expected`` (the assignment's module and notebook)
+    wins, then the shortest name."""
+    splits = []
+    for cut in (match.start() for match in re.finditer("_", filename)):
+        name, tail = filename[:cut], _CANVAS_TAIL.fullmatch(filename[cut + 1:])
+        if re.fullmatch(r"[a-z0-9_]*[a-z0-9]", name) and tail:
+            file = Path(tail["file"])
+            splits.append(CanvasName(name, tail["user"], bool(tail["late"]),
+                                     re.sub(r"-\d+$", "", file.stem) + file.suffix, False))
+    candidates = [split for split in splits if split.file in expected] or splits  # shortest name first
+    return replace(candidates[0], ambiguous=len(candidates) > 1) if candidates else None
 
 
 class RosterError(Exception):
@@ -124,6 +150,7 @@ class Handin:
     late: bool = False
     unlisted: bool = False  # a roster was given and does not name this student
     not_graded: tuple[Path, ...] = ()  # the other files, when only the one their grade comes from is graded
+    ambiguous: bool = False  # who it is was read from a Canvas file name that splits more than one way
 
 
 def handins(files: Iterable[Path], folder: Path, assignment: Assignment, roster: Roster | None = None, *,
@@ -135,7 +162,7 @@ def handins(files: Iterable[Path], folder: Path, assignment: Assignment, roster:
     found: dict[str, Student] = {}
     for relative in files:
         owner = roster.owner(relative) if roster else None
-        student = roster.students[owner] if owner else _student_from_path(relative)
+        student = roster.students[owner] if owner else _student_from_path(relative, assignment)
         grouped.setdefault(student.id, []).append(relative)
         found.setdefault(student.id, student)
     listed = dict(roster.students) if roster else {}
@@ -148,22 +175,24 @@ def handins(files: Iterable[Path], folder: Path, assignment: Assignment, roster:
     return sorted(result, key=lambda handin: (order.get(handin.student.id, len(order)), handin.student.id))
 
 
-def _student_from_path(relative: Path) -> Student:
+def _student_from_path(relative: Path, assignment: Assignment) -> Student:
     if len(relative.parts) > 1:
         return Student(relative.parts[0])
-    canvas = _CANVAS_NAME.fullmatch(relative.name)
+    canvas = _canvas(relative, assignment)
     if canvas:
-        return Student(canvas["user"], name=canvas["name"], canvas_id=canvas["user"])
+        return Student(canvas.user, name=canvas.name, canvas_id=canvas.user)
     return Student(relative.stem or relative.name)
 
 
-def handed_in_name(relative: Path) -> str:
+def _canvas(relative: Path, assignment: Assignment) -> CanvasName | None:
+    """How Canvas's download named a file at the top of the batch folder."""
+    return canvas_name(relative.name, (assignment.module, assignment.notebook)) if len(relative.parts) == 1 else None
+
+
+def handed_in_name(relative: Path, assignment: Assignment) -> str:
     """The name the student gave the file: a Canvas download's prefix and "-1" taken off."""
-    canvas = _CANVAS_NAME.fullmatch(relative.name) if len(relative.parts) == 1 else None
-    if not canvas:
-        return relative.name
-    name = Path(canvas["file"])
-    return re.sub(r"-\d+$", "", name.stem) + name.suffix
+    canvas = _canvas(relative, assignment)
+    return canvas.file if canvas else relative.name
 
 
 def _choose(student: Student, paths: Sequence[Path], folder: Path, assignment: Assignment, *, unlisted: bool,
@@ -171,7 +200,7 @@ def _choose(student: Student, paths: Sequence[Path], folder: Path, assignment: A
     """The file graded for the student, as ``grade`` picks a working copy: of the files named
     like the assignment's module or notebook (else of every .py and .ipynb, else of every
     file), the one with the fewest stubs left; on a tie the shallowest, then the module."""
-    named = [path for path in paths if handed_in_name(path) in (assignment.module, assignment.notebook)]
+    named = [path for path in paths if handed_in_name(path, assignment) in (assignment.module, assignment.notebook)]
     sources = [path for path in paths if path.suffix in SOURCE_SUFFIXES]
     pool = sorted(named or sources or paths, key=lambda path: (len(path.parts), path.suffix != ".py", path))
     graded = most_work_done([folder / path for path in pool]).relative_to(folder) if len(pool) > 1 else pool[0]
@@ -184,8 +213,12 @@ def _choose(student: Student, paths: Sequence[Path], folder: Path, assignment: A
             f"the one named {assignment.module} or {assignment.notebook}" if named else "the only source file")
         also = "also handed in" if all_files else "also handed in, not graded"
         notes.append(f"graded {graded.as_posix()}, {why}; {also}: {', '.join(path.as_posix() for path in others)}")
-    canvas = _CANVAS_NAME.fullmatch(graded.name) if len(graded.parts) == 1 else None
-    late = bool(canvas and canvas["late"])
+    canvas = _canvas(graded, assignment)
+    late = bool(canvas and canvas.late)
     if late:
         notes.append("late: Canvas marked the upload LATE")
-    return Handin(student, tuple(paths), graded, "; ".join(notes), late, unlisted, () if all_files else others)
+    if canvas and canvas.ambiguous:
+        notes.append(f"the Canvas file name {graded.name} splits more than one way: read as user {canvas.user}, "
+                     f"named {canvas.name}; give a --roster to be sure")
+    return Handin(student, tuple(paths), graded, "; ".join(notes), late, unlisted, () if all_files else others,
+                  ambiguous=bool(canvas and canvas.ambiguous))

@@ -307,6 +307,10 @@ def batch_summary(result: BatchResult) -> Group:
               + (f", gradebook mean {statistics.fmean(grade.score for grade in students):.3g} (0 for no score)"
                  if students else "")
               + (f"; no submission from {', '.join(missing)}" if missing else ""))]
+    ambiguous = [grade.student for grade in students if grade.handin.ambiguous]
+    if ambiguous:
+        lines.append(plain(f"Canvas file names that split more than one way, read as the students {', '.join(ambiguous)}: "
+                           "check them in grades.csv, or give a --roster", style="yellow"))
     for why, count in result.regrade.reasons().items():
         lines.append(plain(f"{why}: {count} regraded", style="yellow"))
     if changed := result.summary.get("changes"):
