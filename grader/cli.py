@@ -29,7 +29,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from grader.core.sanitize import for_terminal
-from grader.engine.options import DEFAULT, DEFAULT_BATCH, DEVICES, EXECUTORS, SANDBOXES, OptionError
+from grader.engine.options import DEFAULT, DEFAULT_BATCH, DEVICES, EXECUTORS, MISSING_SCORES, SANDBOXES, OptionError
 from grader.views.terminal import error_text, plain
 
 EXIT_OK, EXIT_GRADER_ERROR, EXIT_USAGE = 0, 1, 2

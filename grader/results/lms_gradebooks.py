@@ -22,7 +22,6 @@ from pathlib import Path
 
 from grader.core.report import write_atomic
 from grader.core.sanitize import csv_text
-
 from grader.results.folder import MISSING, BatchResult, StudentGrade
 
 CANVAS_FILE, GRADESCOPE_FILE = "canvas.csv", "gradescope.csv"
