@@ -201,7 +201,7 @@ def test_page_plots_every_histogram_and_the_mistakes(results):
 def test_page_escapes_report_text(results):
     page = render_html(read_results(results))
     assert "<script" not in page
-    assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt; &amp; friends" in page
+    assert "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; friends" in page
     mistakes = Page(page).plots[1]
     assert any(bar["title"].endswith(SCRIPT_HINT) for bar in mistakes["bars"])  # what a reader sees
 

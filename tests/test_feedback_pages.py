@@ -3,6 +3,7 @@ Quick: a results folder written from made-up reports; one test renders the pages
 
 from __future__ import annotations
 
+import html
 import re
 from dataclasses import replace
 from html.parser import HTMLParser
@@ -19,7 +20,8 @@ from grader.results.folder import BatchResult, read_results, report_path
 from grader.results.outputs import write_outputs
 from grader.results.students import Roster, handins
 from grader.views.class_report import render_html
-from grader.views.feedback_pages import page_blocks, page_name, render_markdown, write_feedback
+from grader.views import feedback_pages
+from grader.views.feedback_pages import Heading, page_blocks, page_name, render_markdown, write_feedback
 from tests.conftest import ASSIGNMENT_03
 from tests.test_class_report import chromium
 from tests.test_gradebook import DONE, STUB, report, write
@@ -92,6 +94,15 @@ def test_markdown_says_the_same_and_nothing_in_it_is_markup(results):
     fence = re.search(r"^(`{5,})text\nprinted ```` four backticks\nand `one`\n\1$", markdown, re.M)
     assert fence, "the output's fence must be longer than any run of backticks in it"
     assert "| MultiHeadAttention | 1 / 2 |" in markdown
+
+
+def test_the_title_is_the_first_heading_as_text():
+    # A <title> holds text only: a line break in a student's folder name written there as <br>
+    # shows as "<br>" in the browser's tab.
+    heading = "Assignment 03: feedback for <i>lea</i>\nsecond line"
+    page = feedback_pages.render_html([Heading(1, heading), Heading(2, "Parts")])
+    title = re.search(r"<title>(.*)</title>", page, re.S).group(1)
+    assert "<" not in title and html.unescape(title) == heading
 
 
 def test_students_without_a_graded_file_get_a_page_that_says_why(results):

@@ -10,13 +10,14 @@ notebook's cells, in the notebook's order; and what the code printed.
 
 The page is built once as a list of blocks and then written twice, so the two never say
 different things. Everything on it but the grader's own words comes from the report, which
-the student's code can influence: HTML is escaped, Markdown backslash-escaped or fenced,
-and both lose their control characters (:func:`grader.core.sanitize.for_terminal`).
+the student's code can influence: HTML is escaped (the page is a template,
+``templates/feedback.html.j2``, rendered with autoescape: :mod:`grader.views.html_templates`),
+Markdown backslash-escaped or fenced, and both lose their control characters
+(:func:`grader.core.sanitize.for_terminal`).
 """
 
 from __future__ import annotations
 
-import html
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,7 @@ from grader.core.report import GradeReport, Outcome, Status, write_atomic
 from grader.core.report_words import grader_failed, part_problem
 from grader.core.sanitize import for_terminal
 from grader.results.folder import MISSING, ClassResults, StudentGrade, report_name
+from grader.views.html_templates import render
 
 FOLDER = "feedback"
 
@@ -109,40 +111,10 @@ def _notes(report: GradeReport) -> list[Block]:
 
 # ---- HTML ----------------------------------------------------------------------------
 
-_CSS = """
-body { font-family: system-ui, sans-serif; color: #222; max-width: 880px; margin: 2em auto; padding: 0 1em; }
-h2 { border-bottom: 1px solid #ddd; padding-bottom: .2em; margin-top: 1.6em; }
-table { border-collapse: collapse; }
-th, td { padding: .3em .8em; border-bottom: 1px solid #eee; text-align: left; vertical-align: top; }
-td:nth-child(2) { text-align: right; white-space: nowrap; }
-pre { background: #f6f6f6; padding: .6em; overflow-x: auto; white-space: pre-wrap; }
-"""
-
-
-def _h(text: str) -> str:
-    return html.escape(for_terminal(text)).replace("\n", "<br>")
-
 
 def render_html(blocks: list[Block]) -> str:
     title = next((block.text for block in blocks if isinstance(block, Heading)), "Feedback")
-    body = []
-    for block in blocks:
-        if isinstance(block, Heading):
-            body.append(f"<h{block.level}>{_h(block.text)}</h{block.level}>")
-        elif isinstance(block, Paragraph):
-            body.append(f"<p>{_h(block.text)}</p>")
-        elif isinstance(block, Items):
-            body.append("<ul>" + "".join(f"<li>{_h(item)}</li>" for item in block.items) + "</ul>")
-        elif isinstance(block, Grid):
-            header = "".join(f"<th>{_h(cell)}</th>" for cell in block.header)
-            rows = "".join("<tr>" + "".join(f"<td>{_h(cell)}</td>" for cell in row) + "</tr>" for row in block.rows)
-            body.append(f"<table><thead><tr>{header}</tr></thead><tbody>{rows}</tbody></table>")
-        else:
-            body.append(f"<pre>{html.escape(for_terminal(block.text))}</pre>")
-    return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-            f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-            f"<title>{_h(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
-            + "\n".join(body) + "\n</body>\n</html>\n")
+    return render("feedback.html.j2", title=title, blocks=[(type(block).__name__, block) for block in blocks])
 
 
 # ---- Markdown ------------------------------------------------------------------------
