@@ -106,6 +106,10 @@ def _batch_parser() -> argparse.ArgumentParser:
     parser.add_argument("--missing", choices=MISSING_SCORES, default=DEFAULT_BATCH.missing,
                         help="a student who handed in nothing, in canvas.csv and gradescope.csv: blank (default: the "
                              "LMS keeps its own missing, excused or extension) or zero; grades.csv says 0 either way")
+    parser.add_argument("--overrides", type=Path, metavar="CSV",
+                        help="the instructor's decisions, applied on every run: columns student, part, score (the "
+                             "part's final points; blank keeps the autograder's), comment, and file (the file the "
+                             "student's grade comes from); see docs/instructors.md")
     parser.add_argument("--canvas-column", metavar="HEADER",
                         help="the assignment's column in canvas.csv, e.g. 'Assignment 03 (12345)' as Canvas's export "
                              "names it (default: a new assignment, 'Assignment ID: TITLE')")
@@ -173,6 +177,7 @@ def _batch(args: argparse.Namespace, console: Console) -> int:
     from grader.core.report import json_text
     from grader.engine.batch import grade_batch
     from grader.results.folder import ResultsError
+    from grader.results.overrides import OverrideError, Overrides
     from grader.results.students import Roster, RosterError
     from grader.sandbox.isolation import SandboxUnavailable
     from grader.views.class_report import batch_summary
@@ -188,6 +193,11 @@ def _batch(args: argparse.Namespace, console: Console) -> int:
     except RosterError as exc:
         _error(console, f"--roster: {exc}")
         return EXIT_USAGE
+    try:
+        overrides = Overrides.load(args.overrides) if args.overrides else None
+    except OverrideError as exc:
+        _error(console, f"--overrides: {exc}")
+        return EXIT_USAGE
     out = Console()
     progress = _BatchProgress(out)
     try:
@@ -195,8 +205,11 @@ def _batch(args: argparse.Namespace, console: Console) -> int:
             result = grade_batch(args.assignment, args.folder, args.out, jobs=args.jobs, device=args.device,
                                  limits=_limits(args), sandbox=args.sandbox, force=args.force, executor=args.executor,
                                  ray_address=args.ray_address, roster=roster, all_files=args.all_files,
-                                 canvas_column=args.canvas_column, missing=args.missing,
+                                 canvas_column=args.canvas_column, missing=args.missing, overrides=overrides,
                                  **progress.callbacks)
+    except OverrideError as exc:  # the reports graded are kept: the same command, the file fixed, reuses them
+        _error(console, f"--overrides: {exc}")
+        return EXIT_USAGE
     except (AssignmentError, ResultsError, ValueError, SandboxUnavailable) as exc:
         _error(console, exc)
         return EXIT_USAGE
@@ -204,7 +217,7 @@ def _batch(args: argparse.Namespace, console: Console) -> int:
         _say(console, "interrupted: the reports written so far are kept; run the same command to resume")
         return 130
     if out.is_terminal:
-        out.print(batch_summary(result))
+        out.print(batch_summary(result, args.out))
     else:
         # Not a terminal, but perhaps piped to one: ASCII, with every control character escaped.
         print(json_text(result.summary, indent=None, ascii_only=True))

@@ -18,7 +18,7 @@ from grader.core.report import Flag, Status
 from grader.core.report import TestResult as Check
 from grader.results.folder import BatchResult, read_results, report_path
 from grader.results.outputs import write_outputs
-from grader.results.students import Roster, handins
+from grader.results.students import FILE_RULE, Roster, handins
 from grader.views.class_report import render_html
 from grader.views import feedback_pages
 from grader.views.feedback_pages import Heading, page_blocks, page_name, render_markdown, write_feedback
@@ -79,7 +79,10 @@ def test_the_page_says_the_score_each_part_each_failing_check_the_notes_in_order
     text = "".join(seen.text)
     assert seen.active == []  # the hint's <script> and link are text
     assert f"Score: {2.0 * 3 - 1:g} / 6" in text
-    assert "Graded: lea/mha.ipynb. graded lea/mha.ipynb, the one with the fewest stubs left" in text
+    # Said once, and the rule that chose the file in its own words; her other file not graded.
+    assert "Graded: lea/mha.ipynb\n" in text and text.count("lea/mha.ipynb") == 2  # and in the table of her files
+    assert f"You handed in several files; the one graded is, {FILE_RULE}." in text
+    assert "lea/mha.py" in text and "not graded" in text
     assert HOSTILE in text and GOT_EXPECTED in text and "test_shape" not in text  # failing checks only
     notes = [text.index(note) for note in ("cell 3 is tagged", "cell 9 raised", "loading took long")]
     assert notes == sorted(notes)  # as the notebook shows its cells

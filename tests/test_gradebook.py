@@ -16,7 +16,7 @@ from grader.core.report import Flag, GradeReport, PartResult, Status
 from grader.results.folder import BatchResult, prune_reports, read_results, report_path
 from grader.results.lms_gradebooks import canvas_gradebook, gradescope_gradebook
 from grader.results.outputs import gradebook_csv, write_outputs
-from grader.results.students import Roster, RosterError, canvas_name, handed_in_name, handins
+from grader.results.students import FILE_RULE, Roster, RosterError, canvas_name, handed_in_name, handins
 from grader.views.class_report import batch_summary
 from tests.conftest import ASSIGNMENT_03
 
@@ -54,13 +54,13 @@ def test_one_student_per_folder_and_the_file_with_most_work_is_graded(tmp_path, 
     assert list(found) == ["lea", "max", "nina", "omar"]
     lea = found["lea"]
     assert lea.graded == Path("lea/mha.ipynb")  # named like the handout, and fewer stubs than mha.py
-    assert "fewest stubs" in lea.note and "also handed in, not graded: lea/mha.py, lea/scratch.py" in lea.note
+    assert lea.note == f"graded lea/mha.ipynb by the rule: {FILE_RULE}"
     assert lea.not_graded == (Path("lea/mha.py"), Path("lea/scratch.py"))  # only the file graded for her is graded
     assert found["max"].note == "" and found["max"].graded == Path("max/mha.py") and found["max"].not_graded == ()
     assert found["nina"].graded == Path("nina/README.txt")  # its report says why it is ungradable
     assert found["omar"].graded == Path("omar.py")
     every = {handin.student.id: handin for handin in handins(files, tmp_path, assignment, all_files=True)}["lea"]
-    assert every.graded == lea.graded and every.not_graded == () and "also handed in: lea/mha.py" in every.note
+    assert every.graded == lea.graded and every.not_graded == () and every.note == lea.note
 
 
 def test_on_a_tie_the_module_is_graded_as_grade_picks_it(tmp_path, assignment):
@@ -181,7 +181,8 @@ def test_gradebook_has_one_row_per_student_with_points_parts_and_the_costliest_h
     table = {row["student"]: row for row in rows(gradebook_csv(batch))}
     assert list(table) == ["lea", "max", "zoe", "stray"]
     lea = table["lea"]
-    assert lea["submission"] == "lea/mha.ipynb" and "also handed in: lea/mha.py" in lea["note"]
+    assert lea["submission"] == "lea/mha.ipynb" and lea["note"] == f"graded lea/mha.ipynb by the rule: {FILE_RULE}"
+    assert lea["other_files"] == "lea/mha.py 0 / 6"  # graded too (--all-files), and abandoned
     assert float(lea["score"]) == sum(float(lea[part]) for part in assignment.parts) == 2.0 * len(assignment.parts) - 2
     assert float(lea["points_possible"]) == 2.0 * len(assignment.parts)
     # MultiHeadAttention lost 1.5, split_heads 0.5; a formula-looking hint stays text.
@@ -216,7 +217,7 @@ def test_gradescope_gradebook_matches_by_email_or_sid(batch):
     book = gradescope_gradebook(batch)
     table = rows(book.text)
     assert [row["Name"] for row in table] == ["Lea Lo", "Max Mo", "Zoe Zu"]
-    assert table[0] == {"Name": "Lea Lo", "Email": "lea@uni.edu", "SID": "S1", "Score": table[0]["Score"]}
+    assert table[0] == {"Name": "Lea Lo", "Email": "lea@uni.edu", "SID": "S1", "Score": "4", "Overrides": ""}
     assert table[2]["Score"] == "" and rows(gradescope_gradebook(batch, missing_zero=True).text)[2]["Score"] == "0"
     assert book.left_out == ["stray"]
 

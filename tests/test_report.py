@@ -1,6 +1,7 @@
 """The report's JSON form across schema versions: version 2 adds ``flags``, version 3 each
-part's ``hints``, version 4 ``late``; older reports still read (upgraded: no flags, the
-headline as the only hint, lateness not known), and one from a newer grader is refused."""
+part's ``hints``, version 4 ``late``, version 5 the ``fingerprint`` and each part's
+``override``; older reports still read (upgraded: no flags, the headline as the only hint,
+lateness not known, no fingerprint, no override), and one from a newer grader is refused."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from grader.core.report import (
     GradeReport,
     PartResult,
     SchemaTooNewError,
+    Override,
     Status,
     bounded,
     load_schema,
@@ -38,7 +40,8 @@ def report(**changes) -> GradeReport:
 
 def version_4(data: dict) -> dict:
     """``data`` as a version-4 grader wrote it."""
-    return {**{key: value for key, value in data.items() if key != "fingerprint"}, "schema_version": 4}
+    return {**{key: value for key, value in data.items() if key != "fingerprint"}, "schema_version": 4,
+            "parts": [{key: value for key, value in part.items() if key != "override"} for part in data["parts"]]}
 
 
 def version_3(data: dict) -> dict:
@@ -174,6 +177,27 @@ def test_a_version_4_report_reads_with_no_fingerprint_and_a_fingerprint_is_valid
     assert_valid(report(fingerprint=replace(SETTLED, submission="f" * 64).to_dict()))
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({**report().to_dict(), "fingerprint": {"suite": "not a digest"}}, load_schema())
+
+
+def test_a_version_4_report_reads_with_no_override_and_an_override_keeps_the_autograders_score():
+    two_parts = [PartResult("softmax", 1.0, 2.0, "a hint", [], ["a hint"]), PartResult("attention", 3.0, 3.0, None, [])]
+    graded = report(score=4.0, max_score=5.0, parts=two_parts)
+    old = version_4(graded.to_dict())
+    jsonschema.validate(old, schema(4))
+    assert [part.override for part in GradeReport.from_dict(old).parts] == [None, None]
+    # The instructor gave softmax 2 of 2 and commented on attention: the final score is 5, the
+    # autograder's 4 is kept, and taking the overrides off gives the grader's report back.
+    overridden = replace(graded, score=5.0, parts=[
+        replace(two_parts[0], score=2.0, override=Override(1.0, "regrade request: the mask is right")),
+        replace(two_parts[1], override=Override(3.0, "read by hand"))])
+    assert_valid(overridden)
+    assert GradeReport.from_dict(json.loads(json.dumps(overridden.to_dict()))) == overridden
+    assert overridden.autograder_score == 4.0 and [part.autograder_score for part in overridden.parts] == [1.0, 3.0]
+    assert overridden.autograders() == graded
+    with_override = version_4(overridden.to_dict())
+    with_override["parts"][0]["override"] = overridden.to_dict()["parts"][0]["override"]
+    with pytest.raises(jsonschema.ValidationError, match="override"):  # version 4 has no place for it
+        jsonschema.validate(with_override, schema(4))
 
 
 def test_batch_grading_regrades_a_version_1_report_but_can_read_it(tmp_path):

@@ -6,7 +6,8 @@ a time (each with its own zygote and student children) and waits on their result
 so torch is imported once for the whole batch and no child is reused across
 submissions. With ``executor="ray"`` each Ray worker plays that part
 (:mod:`grader.engine.ray_executor`). Every report is written atomically as soon as it is ready; a re-run skips
-files whose report already holds the same content hash.
+files whose report still holds (its fingerprint). The instructor's overrides (:mod:`grader.results.overrides`)
+are applied on every run, to the reports reused and new alike, once every report is there.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from grader.results.folder import (
     stored_reports,
     why_graded,
 )
+from grader.results.overrides import Overrides
 from grader.results.students import Roster, handins
 from grader.results.submissions import discover
 from grader.sandbox.isolation import SandboxUnavailable
@@ -58,6 +60,7 @@ def grade_batch(
     all_files: bool = DEFAULT_BATCH.all_files,
     canvas_column: str | None = None,
     missing: str = DEFAULT_BATCH.missing,
+    overrides: Overrides | None = None,
     on_start: Callable[[int, int], None] | None = None,
     on_begin: Callable[[Path], None] | None = None,
     on_report: Callable[[Path, GradeReport], None] | None = None,
@@ -68,7 +71,10 @@ def grade_batch(
     up_to_date)``, ``on_begin(path)`` (when a file starts grading here; a Ray cluster starts
     them all at once) and ``on_report(path, report)`` let a caller show progress;
     ``canvas_column`` names the Canvas gradebook's column and ``missing`` says what the LMS
-    gradebooks give a student with no submission (:mod:`grader.results.lms_gradebooks`).
+    gradebooks give a student with no submission (:mod:`grader.results.lms_gradebooks`);
+    ``overrides`` are the instructor's parts and files (an OverrideError, raised before any
+    file is graded where it can be decided then, else before the results folder is written,
+    names each row that cannot be applied).
     The options are :class:`~grader.engine.options.GradeOptions`' and
     :class:`~grader.engine.options.BatchOptions`' fields. Returns the batch, its results folder
     written (``result.summary`` is summary.json's content)."""
@@ -79,18 +85,21 @@ def grade_batch(
         assignment = Assignment.load(assignment)
     if batch.executor != "ray":  # a Ray worker resolves the device where it grades
         options = replace(options, device=resolve_device(options.device))
+    overrides = overrides or Overrides()
     stored = stored_reports(out)
     check_assignment(out, assignment.id, stored)  # before anything is written there
     files = discover(folder)
-    students = handins(files, folder, assignment, roster, all_files=batch.all_files)
+    students = handins(files, folder, assignment, roster, all_files=batch.all_files, pins=overrides.pins())
+    overrides.check(students, assignment.parts)  # and there
     graded = files if batch.all_files else sorted(handin.graded for handin in students if handin.graded)
     before = previous_gradebook(out)
     removed = prune_reports(out, graded)  # also those of files an --all-files run graded
     settled = Fingerprint.of(assignment, options)  # what decides every file's grade but its bytes
-    reports: dict[Path, GradeReport] = {}
+    reports: dict[Path, GradeReport] = {}  # as their files say
     why: dict[Path, str] = {}
+    earlier = {relative: stored[name] for relative in graded if (name := report_path(out, relative).name) in stored}
     for relative in graded:
-        report = stored.get(report_path(out, relative).name)
+        report = earlier.get(relative)
         reason = "--force" if force and report else why_graded(report, settled, folder / relative)
         if reason is None:
             reports[relative] = report
@@ -106,19 +115,21 @@ def grade_batch(
     else:
         results = run_locally(assignment, folder, list(why), jobs=batch.jobs, options=options, on_begin=on_begin,
                               settled=settled)
-    replaced: dict[Path, GradeReport] = {}
     with contextlib.closing(results):  # interrupted: the executor stops what still runs
         for relative, report in results:
             path = report_path(out, relative)
-            if (previous := stored.get(path.name)) is not None:
+            if (previous := earlier.get(relative)) is not None:
                 keep_replaced(out, stamp, path.name, previous)
-                replaced[relative] = previous
             reports[relative] = _written(report, path, assignment)
             if on_report:
                 on_report(relative, reports[relative])
-    result = BatchResult(assignment, dict(sorted(reports.items())), len(reports) - skipped, skipped,
+    final = overrides.apply(students, reports)
+    for relative, report in final.items():
+        if report != reports[relative]:  # an override added, changed or taken off: the file says so too
+            final[relative] = _written(report, report_path(out, relative), assignment)
+    result = BatchResult(assignment, dict(sorted(final.items())), len(reports) - skipped, skipped,
                          time.monotonic() - started, students, removed,
-                         Regrade(stamp, why, replaced, before))
+                         Regrade(stamp, why, earlier, before))
     write_results_folder(result, out, canvas_column, missing_zero=batch.missing == "zero")
     return result
 

@@ -6,7 +6,10 @@
 
 A student's score moved when the gradebook's score differs from the one the previous run's
 ``summary.json`` gave them; the row says by how much in each part and why: the reason the file
-was graded again (``suite changed``, ``file changed``, ...), or another file graded for them.
+was graded again (``suite changed``, ``file changed``, ...), another file graded for them, or
+``override`` (one added, changed or removed: ``grade batch --overrides``). A part whose
+override holds its score gets a row too when the autograder's score under it moved
+(``override: autograder's score moved 3 -> 5``): the instructor may want to look again.
 A run that changes nothing writes a ``changes.csv`` with its header alone.
 """
 
@@ -14,16 +17,17 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.core.report import GradeReport, write_atomic, write_json
+from grader.core.report import GradeReport, PartResult, write_atomic, write_json
 from grader.core.sanitize import csv_text
-from grader.results.folder import BatchResult
 
 FILE = "changes.csv"
 HISTORY = "history"
 COLUMNS = ("student", "old_score", "new_score", "parts", "why")
+OVERRIDE = "override"  # why a score moved when an override's was added, changed or removed
 
 
 @dataclass(frozen=True)
@@ -35,37 +39,57 @@ class Change:
     why: str
 
 
-def score_changes(result: BatchResult) -> list[Change]:
-    """Each student of the batch whose score differs from the previous run's gradebook."""
-    regrade = result.regrade
-    why = {path.as_posix(): reason for path, reason in regrade.why.items()}
-    replaced = {path.as_posix(): report for path, report in regrade.replaced.items()}
-    changes = []
-    for grade in result.class_results.students:
-        line = regrade.before.get(grade.student)
-        if line is None or _number(line.get("score")) == grade.score:
-            continue
-        previous = line.get("submission")
-        if previous != grade.submission:
-            reason = "another file graded" if previous and grade.submission else "handed in" if grade.submission else "nothing graded"
-        else:
-            reason = why.get(grade.submission or "", "gradebook changed")
-        old = replaced.get(grade.submission or "")
-        changes.append(Change(grade.student, _number(line.get("score")), grade.score,
-                              _moved_parts(old, grade.report) if previous == grade.submission else "", reason))
-    return changes
+def student_change(student: str, before: dict | None, score: float, submission: str | None,
+                   report: GradeReport | None, earlier: GradeReport | None, regraded: str | None, *,
+                   pinned: bool = False) -> Change | None:
+    """How the student's grade changed since the previous run, or None where it did not (or
+    there was no previous run): ``before`` is their line of that run's gradebook; ``score``,
+    ``submission`` and ``report`` are theirs now; ``earlier`` is the report their file had
+    before this run, and ``regraded`` why it was graded again (None: reused). A row is due when
+    the score moved, or when the autograder's score of a part under an override moved, which
+    the override hides: the instructor decided on points that are no longer the grader's."""
+    if before is None:
+        return None
+    old_score, previous = _number(before.get("score")), before.get("submission")
+    if previous != submission:
+        if old_score == score:
+            return None
+        why = (("file pinned" if pinned else "another file graded") if previous and submission
+               else "handed in" if submission else "nothing graded")
+        return Change(student, old_score, score, "", why)
+    moved: list[str] = []
+    reasons: list[str] = []
+    old_parts = {part.id: part for part in earlier.parts} if earlier and report else {}
+    for part in report.parts if report else []:
+        if (old := old_parts.get(part.id)) is not None:
+            _compare(old, part, regraded, moved, reasons)
+    if old_score == score and not reasons:
+        return None
+    why = "; ".join(dict.fromkeys(reasons)) or regraded or "gradebook changed"
+    return Change(student, old_score, score, "; ".join(moved), why)
+
+
+def _compare(old: PartResult, new: PartResult, regraded: str | None, moved: list[str], reasons: list[str]) -> None:
+    """What moved in a part, and why: its final score moves with the autograder's, unless an
+    override holds it, and with the override's."""
+    autograder_moved = old.autograder_score != new.autograder_score
+    # The final score is the autograder's plus what an override adds: what moved that, moved the score.
+    overrides_moved = not math.isclose(new.score - new.autograder_score, old.score - old.autograder_score,
+                                       abs_tol=1e-9)
+    if old.score != new.score:
+        moved.append(f"{new.id} {old.score:g} -> {new.score:g}")
+        if autograder_moved:
+            reasons.append(regraded or "gradebook changed")
+        if overrides_moved:
+            reasons.append(OVERRIDE)
+    if old.override and new.override and autograder_moved:
+        if old.score == new.score:
+            moved.append(f"{new.id} {new.score:g} (overridden)")
+        reasons.append(f"{OVERRIDE}: autograder's score moved {old.autograder_score:g} -> {new.autograder_score:g}")
 
 
 def _number(value: object) -> float:
     return float(value) if isinstance(value, (int, float)) else 0.0
-
-
-def _moved_parts(old: GradeReport | None, new: GradeReport | None) -> str:
-    if old is None or new is None:
-        return ""
-    before = {part.id: part.score for part in old.parts}
-    return "; ".join(f"{part.id} {before.get(part.id, 0):g} -> {part.score:g}" for part in new.parts
-                     if before.get(part.id, 0) != part.score)
 
 
 def keep_replaced(out: Path, stamp: str, name: str, report: GradeReport) -> None:

@@ -27,9 +27,10 @@ from pathlib import Path
 from grader.core.assignment import Assignment
 from grader.core.fingerprint import Fingerprint
 from grader.core.ingest import Ungradable, read_submission, submission_sha256
-from grader.core.report import GradeReport, Status
+from grader.core.report import GradeReport, PartResult, Status
 from grader.core.report_words import counts, headline, part_score
 from grader.core.sanitize import clean
+from grader.results.changes import Change, read_changes, student_change
 from grader.results.class_stats import ClassStatistics, student_statistics
 from grader.results.students import Handin, Student
 
@@ -48,9 +49,11 @@ class ResultsError(Exception):
 @dataclass(frozen=True)
 class StudentGrade:
     """A gradebook row: a student, what they handed in, and the report of the file graded for
-    them (None: nothing handed in, or a report that cannot be read back)."""
+    them (None: nothing handed in, or a report that cannot be read back); ``others``, the
+    reports of the other files they handed in (None: not graded)."""
     handin: Handin
     report: GradeReport | None
+    others: dict[Path, GradeReport | None] = field(default_factory=dict)
 
     @property
     def student(self) -> str:
@@ -94,6 +97,11 @@ class StudentGrade:
     def hint(self) -> str:
         return clean(headline(self.report) if self.report else "no submission", GRADEBOOK_HINT_CHARS)
 
+    @property
+    def overridden(self) -> list[PartResult]:
+        """The parts of the report graded for them that an instructor's override decides."""
+        return [part for part in self.report.parts if part.override] if self.report else []
+
 
 @dataclass(frozen=True)
 class ClassResults:
@@ -103,26 +111,35 @@ class ClassResults:
     students: list[StudentGrade]  # the gradebook, roster order first; empty for a folder of reports alone
     statistics: ClassStatistics  # over the file graded for each student (all the reports, without a gradebook)
     skipped: list[Path] = field(default_factory=list)  # files under reports/ that are not grade reports
+    changes: list[Change] = field(default_factory=list)  # the students whose score the last run moved
 
     @classmethod
     def of(cls, assignment: str, part_ids: Iterable[str], reports: dict[str, GradeReport],
-           students: list[StudentGrade], skipped: list[Path] | None = None) -> ClassResults:
+           students: list[StudentGrade], skipped: list[Path] | None = None,
+           changes: list[Change] | None = None) -> ClassResults:
         counted = {grade.report_file for grade in students} & reports.keys()
         numbers = student_statistics(part_ids, reports, counted or reports.keys())
-        return cls(assignment, reports, students, numbers, skipped or [])
+        return cls(assignment, reports, students, numbers, skipped or [], changes or [])
 
 
 @dataclass(frozen=True)
 class Regrade:
-    """Why a run graded what it graded, and what it replaced (:mod:`grader.results.changes`)."""
+    """Why a run graded what it graded, and what it changed (:mod:`grader.results.changes`)."""
     stamp: str = ""  # the run's time: its folder in history/
     why: dict[Path, str] = field(default_factory=dict)  # each file graded in the run, and why (NEW: no report yet)
-    replaced: dict[Path, GradeReport] = field(default_factory=dict)  # the reports it replaced, as they were
+    earlier: dict[Path, GradeReport] = field(default_factory=dict)  # each file's report before the run, as it was
     before: dict[str, dict] = field(default_factory=dict)  # the previous run's gradebook lines, by student
 
     def reasons(self) -> dict[str, int]:
         """How many files were graded again, by why; most first."""
         return dict(Counter(why for why in self.why.values() if why != NEW).most_common())
+
+    def change(self, grade: StudentGrade) -> Change | None:
+        """How the run changed the student's grade (None: it did not)."""
+        graded = grade.handin.graded
+        return student_change(grade.student, self.before.get(grade.student), grade.score, grade.submission,
+                              grade.report, self.earlier.get(graded) if graded else None,
+                              self.why.get(graded) if graded else None, pinned=grade.handin.pinned is not None)
 
 
 @dataclass
@@ -141,9 +158,12 @@ class BatchResult:
     @cached_property
     def class_results(self) -> ClassResults:
         by_file = {report_path(Path(), relative).as_posix(): report for relative, report in self.reports.items()}
-        students = [StudentGrade(handin, self.reports.get(handin.graded) if handin.graded else None)
+        students = [StudentGrade(handin, self.reports.get(handin.graded) if handin.graded else None,
+                                 {path: None if path in handin.not_graded else self.reports.get(path)
+                                  for path in handin.others})
                     for handin in self.handins]
-        return ClassResults.of(self.assignment.id, self.assignment.parts, by_file, students)
+        changes = [change for grade in students if (change := self.regrade.change(grade))]
+        return ClassResults.of(self.assignment.id, self.assignment.parts, by_file, students, changes=changes)
 
 
 def report_path(out: Path, relative: Path) -> Path:
@@ -256,7 +276,7 @@ def read_results(folder: Path) -> ClassResults:
                            + (f" ({len(skipped)} unreadable files skipped)" if skipped else ""))
     assignment = assignments[0] if assignments else _summary(folder).get("assignment", "")
     part_ids = dict.fromkeys(part.id for report in reports.values() for part in report.parts)
-    return ClassResults.of(str(assignment), part_ids, reports, students, skipped)
+    return ClassResults.of(str(assignment), part_ids, reports, students, skipped, read_changes(folder))
 
 
 def _summary(folder: Path) -> dict:
@@ -278,10 +298,16 @@ def _gradebook(folder: Path, reports: dict[str, GradeReport]) -> list[StudentGra
                             files=tuple(Path(path) for path in line.get("files", [])),
                             graded=Path(submission) if submission else None, note=str(line.get("note") or ""),
                             late=bool(line.get("late")),
-                            not_graded=tuple(Path(path) for path in line.get("not_graded", [])))
+                            not_graded=tuple(Path(path) for path in line.get("not_graded", [])),
+                            pinned=None if line.get("pinned") is None else str(line["pinned"]))
         except (AttributeError, KeyError, TypeError) as exc:
             raise ResultsError(f"{folder / 'summary.json'} has a gradebook line this grader cannot read "
                                f"({type(exc).__name__}): run `grade batch` again to rewrite it") from None
-        grade = StudentGrade(handin, None)
-        students.append(StudentGrade(handin, reports.get(grade.report_file) if grade.report_file else None))
+        students.append(StudentGrade(handin, _report_of(reports, handin.graded),
+                                     {path: None if path in handin.not_graded else _report_of(reports, path)
+                                      for path in handin.others}))
     return students
+
+
+def _report_of(reports: dict[str, GradeReport], relative: Path | None) -> GradeReport | None:
+    return reports.get(report_path(Path(), relative).as_posix()) if relative else None

@@ -7,7 +7,14 @@
   matches a row by its Canvas ID, SIS User ID or SIS Login ID; a column header that names no
   existing assignment creates one.
 - ``gradescope.csv``, for Gradescope's score upload: ``Name, Email, SID, Score``, matched by
-  Email or SID.
+  Email or SID, then ``Overrides``: the parts an instructor decided (``grade batch
+  --overrides``), with the autograder's score and the comment; the upload imports only the
+  columns it is told to.
+
+Both scores are final: overrides applied. ``canvas.csv`` cannot say which parts were
+overridden: Canvas makes a new assignment of every column it does not know (all but the
+identity columns, its own read-only totals and a course's custom columns), so the comment
+reaches the student on their feedback page, and the instructor in ``grades.csv``.
 
 A student with none of the ids the LMS matches on is left out of its file (and listed by
 :func:`write_gradebooks`): a row the LMS cannot match is at best an import error, at worst
@@ -21,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.core.report import write_atomic
+from grader.core.report_words import overrides_line
 from grader.core.sanitize import csv_text
 from grader.results.folder import MISSING, BatchResult, StudentGrade
 
@@ -64,14 +72,15 @@ def canvas_gradebook(result: BatchResult, column: str | None = None, *, missing_
 
 
 def gradescope_gradebook(result: BatchResult, *, missing_zero: bool = False) -> Gradebook:
-    rows: list[list[object]] = [["Name", "Email", "SID", "Score"]]
+    rows: list[list[object]] = [["Name", "Email", "SID", "Score", "Overrides"]]
     left_out = []
     for grade in result.class_results.students:
         student = grade.handin.student
         if not (student.email or student.sis_user_id):
             left_out.append(student.id)
             continue
-        rows.append([student.name or student.id, student.email, student.sis_user_id, _score(grade, missing_zero)])
+        rows.append([student.name or student.id, student.email, student.sis_user_id, _score(grade, missing_zero),
+                     overrides_line(grade.overridden)])
     return Gradebook(GRADESCOPE_FILE, csv_text(rows), left_out)
 
 

@@ -24,6 +24,8 @@ from rich.text import Text
 
 from grader.core.report import Status, write_atomic
 from grader.core.report_words import headline
+from grader.results.changes import FILE as CHANGES_FILE
+from grader.results.changes import Change
 from grader.results.class_stats import Bin, ClassStatistics, Scores, histogram
 from grader.results.folder import MISSING, BatchResult, ClassResults, StudentGrade
 from grader.views.feedback_pages import page_name
@@ -90,6 +92,9 @@ def render_html(data: ClassResults, feedback: str | None = None) -> str:
         flags=[[report.submission, flag.kind, flag.where, flag.detail]
                for report in stats.flagged for flag in report.flags],
         students=_students(data.students, feedback),
+        changes=[[change.student, f"{change.old_score:g}", f"{change.new_score:g}", change.parts, change.why]
+                 for change in data.changes],
+        changes_file=CHANGES_FILE,
         colours={"histogram": HISTOGRAM_COLOUR, "mistake": MISTAKE_COLOUR},
     )
 
@@ -137,6 +142,7 @@ class Label:
     y: float
     text: str
     anchor: str = "middle"
+    kind: str = "label"  # its CSS class: "tick", a bin's range under the axis, is smaller
 
 
 @dataclass(frozen=True)
@@ -168,7 +174,7 @@ def _histogram_plot(name: str, scores: Scores) -> Plot:
         if b.count:
             bars.append(Bar(x + slot * .1, height - bottom - bar, slot * .8, bar, "histogram", _describe(b)))
             labels.append(Label(x + slot / 2, height - bottom - bar - 4, str(b.count)))
-        labels.append(Label(x + slot / 2, height - bottom + 14, f"{b.low:g}"))
+        labels.append(Label(x + slot / 2, height - bottom + 14, b.label, kind="tick"))
     labels.append(Label(width / 2, height - 6, f"{name} score (last bar: full marks, {scores.max_score:g})"))
     if not scores.values:
         labels.append(Label(width / 2, height / 2, "no graded submissions"))
@@ -228,10 +234,24 @@ def _also_handed_in(stats: ClassStatistics) -> str:
     return f" ({_counted(stats.also_handed_in, 'more file')} handed in beside the one graded for a student, not counted)"
 
 
-def batch_summary(result: BatchResult) -> Group:
+CHANGES_NAMED = 10  # the views name this many students whose grade changed, then count the rest
+
+
+def changes_line(changes: list[Change], folder: Path | None = None) -> str:
+    """The last run's changes in a line: how many students, who, and where changes.csv has the rest."""
+    names = [change.student for change in changes]
+    shown = ", ".join(names[:CHANGES_NAMED]) + (f" and {len(names) - CHANGES_NAMED} more" if len(names) > CHANGES_NAMED else "")
+    where = (folder / CHANGES_FILE).as_posix() if folder else CHANGES_FILE
+    if not changes:
+        return f"no student's grade changed in the last run ({where})"
+    return f"{_counted(len(changes), 'student')} whose grade changed in the last run: {shown} (see {where})"
+
+
+def batch_summary(result: BatchResult, folder: Path | None = None) -> Group:
     """The end-of-batch view: the class numbers, how long it took, the students, and what an
     instructor must look at: reports set aside, students a gradebook leaves out (the
-    summary's ``left_out``, by gradebook file), the most frequent hints."""
+    summary's ``left_out``, by gradebook file), the overrides, the students whose grade the run
+    changed (``folder``: the results folder, to point at its changes.csv), the most frequent hints."""
     stats, students = result.class_results.statistics, result.class_results.students
     per = result.duration_s / result.graded if result.graded else None
     missing = [grade.student for grade in students if grade.status == MISSING]
@@ -249,8 +269,11 @@ def batch_summary(result: BatchResult) -> Group:
                            "check them in grades.csv, or give a --roster", style="yellow"))
     for why, count in result.regrade.reasons().items():
         lines.append(plain(f"{why}: {count} regraded", style="yellow"))
-    if changed := result.summary.get("changes"):
-        lines.append(plain(f"{_counted(len(changed), 'student')} with a new score: see changes.csv", style="yellow"))
+    if overridden := [grade for grade in students if grade.overridden]:
+        lines.append(plain(f"overrides: {_counted(sum(len(grade.overridden) for grade in overridden), 'part')} of "
+                           f"{', '.join(grade.student for grade in overridden)} (grades.csv's overrides column)"))
+    if result.class_results.changes or result.regrade.reasons():  # a regrade that changed no grade says so too
+        lines.append(plain(changes_line(result.class_results.changes, folder), style="yellow"))
     if result.removed:
         lines.append(plain(f"moved {_counted(len(result.removed), 'report')} of files no longer handed in "
                            f"to {result.removed[0].parent}", style="yellow"))
@@ -272,6 +295,8 @@ def class_table(data: ClassResults) -> Group:
     if data.skipped:
         items.append(plain(f"skipped {_counted(len(data.skipped), 'file')} that are not grade reports: "
                            + ", ".join(path.as_posix() for path in data.skipped), style="yellow"))
+    if data.changes:
+        items.append(plain(changes_line(data.changes), style="yellow"))
     if stats.hints:
         mistakes = Table(title="Most frequent mistakes", title_justify="left")
         mistakes.add_column("count", justify="right")

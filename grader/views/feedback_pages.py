@@ -22,10 +22,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.core.report import GradeReport, Outcome, Status, write_atomic
-from grader.core.report_words import grader_failed, part_problem
+from grader.core.report import GradeReport, Outcome, PartResult, Status, write_atomic
+from grader.core.report_words import file_score, grader_failed, part_problem
 from grader.core.sanitize import for_terminal
 from grader.results.folder import MISSING, ClassResults, StudentGrade, report_name
+from grader.results.students import FILE_RULE
 from grader.views.html_templates import render
 
 FOLDER = "feedback"
@@ -75,15 +76,16 @@ def page_blocks(assignment: str, entry: StudentGrade) -> list[Block]:
         blocks.append(Paragraph(f"Your submission could not be graded, so the score is 0: {report.error}"))
     elif report.status == Status.GRADER_ERROR:
         blocks.append(Paragraph(grader_failed(report.error or "unknown error")))
+    elif report.score != report.autograder_score:
+        blocks.append(Paragraph(f"Score: {report.score:g} / {report.max_score:g}, with your instructor's changes "
+                                f"below (the autograder gave {report.autograder_score:g})"))
     else:
         blocks.append(Paragraph(f"Score: {report.score:g} / {report.max_score:g}"))
-    graded = f"Graded: {entry.submission}" + (" (submitted late)" if entry.late else "")
-    blocks.append(Paragraph(graded + (f". {entry.note}" if entry.note else "")))
+    blocks.append(Paragraph(f"Graded: {entry.submission}" + (" (submitted late)" if entry.late else "")))
+    blocks += _files(entry)
     if report.status != Status.GRADED:
         return blocks + _notes(report)
-    blocks += [Heading(2, "Parts"),
-               Grid(["part", "score", "what is probably wrong"],
-                    [[part.id, f"{part.score:g} / {part.max_score:g}", part_problem(part)] for part in report.parts])]
+    blocks += [Heading(2, "Parts"), _parts(report)]
     for part in report.parts:
         failing = [test for test in part.tests if test.outcome != Outcome.PASSED]
         if part.score >= part.max_score or not failing:
@@ -99,6 +101,37 @@ def page_blocks(assignment: str, entry: StudentGrade) -> list[Block]:
     if report.output:
         blocks += [Heading(2, "What your code printed"), Preformatted(report.output)]
     return blocks
+
+
+def _files(entry: StudentGrade) -> list[Block]:
+    """The files the student handed in, each with its score, and how the one graded was chosen."""
+    if not entry.others:
+        return []
+    why = (f"Your instructor chose this file for your grade" + (f": {entry.handin.pinned}" if entry.handin.pinned else ".")
+           if entry.handin.pinned is not None else f"You handed in several files; the one graded is, {FILE_RULE}.")
+    rows = [[entry.submission or "", "graded for your grade"]]
+    rows += [[path.as_posix(), file_score(report)] for path, report in entry.others.items()]
+    return [Heading(2, "Your files"), Paragraph(why), Grid(["file", "score"], rows)]
+
+
+def _parts(report: GradeReport) -> Grid:
+    """Each part's score and what is probably wrong; where an instructor changed a part, what
+    they changed and why."""
+    header = ["part", "score", "what is probably wrong"]
+    rows = [[part.id, f"{part.score:g} / {part.max_score:g}", part_problem(part)] for part in report.parts]
+    if any(part.override for part in report.parts):
+        header.append("your instructor's change")
+        for row, part in zip(rows, report.parts):
+            row.append(_change(part))
+    return Grid(header, rows)
+
+
+def _change(part: PartResult) -> str:
+    if part.override is None:
+        return ""
+    moved = (f"{part.autograder_score:g} -> {part.score:g}" if part.score != part.autograder_score
+             else "the autograder's score kept")
+    return moved + (f": {part.override.comment}" if part.override.comment else "")
 
 
 def _notes(report: GradeReport) -> list[Block]:
