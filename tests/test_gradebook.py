@@ -18,7 +18,7 @@ from grader.results.lms_gradebooks import canvas_gradebook, gradescope_gradebook
 from grader.results.outputs import gradebook_csv, write_outputs
 from grader.results.students import FILE_RULE, Roster, RosterError, canvas_name, handed_in_name, handins
 from grader.views.class_report import batch_summary
-from tests.conftest import ASSIGNMENT_03
+from tests.conftest import ASSIGNMENT_03, ROOT
 
 STUB = "def split_heads(x, h):\n    raise NotImplementedError\n"
 DONE = "def split_heads(x, h):\n    return x\n"
@@ -61,6 +61,11 @@ def test_one_student_per_folder_and_the_file_with_most_work_is_graded(tmp_path, 
     assert found["omar"].graded == Path("omar.py")
     every = {handin.student.id: handin for handin in handins(files, tmp_path, assignment, all_files=True)}["lea"]
     assert every.graded == lea.graded and every.not_graded == () and every.note == lea.note
+
+
+def test_the_rule_that_chooses_a_students_file_is_stated_in_the_instructors_docs_in_its_own_words():
+    docs = " ".join((ROOT / "docs" / "instructors.md").read_text(encoding="utf-8").split())
+    assert f"The file graded is, {FILE_RULE}." in docs
 
 
 def test_on_a_tie_the_module_is_graded_as_grade_picks_it(tmp_path, assignment):

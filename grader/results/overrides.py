@@ -77,12 +77,12 @@ class Overrides:
                       PurePosixPath(values["file"].replace("\\", "/")) if values.get("file") else None)
             if not row.student:
                 raise OverrideError(f"{where}: no student")
+            if row.score is not None and not row.part:
+                raise OverrideError(f"{where}: a score needs the part it is for")
             if not row.part and row.file is None:
                 raise OverrideError(f"{where}: neither a part nor a file: nothing to override")
             if row.part and row.score is None and not row.comment:
                 raise OverrideError(f"{where}: neither a score nor a comment for {row.student}'s {row.part}")
-            if row.score is not None and not row.part:
-                raise OverrideError(f"{where}: a score needs the part it is for")
             if row.part and (earlier := parts.setdefault((row.student, row.part), number)) != number:
                 raise OverrideError(f"{where}: {row.student}'s {row.part} is already overridden in row {earlier}")
             if row.file and files.setdefault(row.student, (row.file, number))[0] != row.file:

@@ -4,9 +4,11 @@
 
 Written by ``grade batch``, or by ``grade feedback RESULTS`` over a results folder: one pair
 per student of the gradebook, linked from the class report. A page says
-the score, or why there is none; each part with what is probably wrong; each failing check
-with its message (what the code returned and what was expected); the notes on the
-notebook's cells, in the notebook's order; and what the code printed.
+the score, or why there is none; the file graded, and where there were several, how it was
+chosen and what the others scored; each part with what is probably wrong, and what the
+instructor changed and why (``grade batch --overrides``); each failing check with its message
+(what the code returned and what was expected); the notes on the notebook's cells, in the
+notebook's order; and what the code printed.
 
 The page is built once as a list of blocks and then written twice, so the two never say
 different things. Everything on it but the grader's own words comes from the report, which
@@ -104,14 +106,13 @@ def page_blocks(assignment: str, entry: StudentGrade) -> list[Block]:
 
 
 def _files(entry: StudentGrade) -> list[Block]:
-    """The files the student handed in, each with its score, and how the one graded was chosen."""
+    """How the file graded was chosen among several, and the others, each with its score."""
     if not entry.others:
         return []
     why = (f"Your instructor chose this file for your grade" + (f": {entry.handin.pinned}" if entry.handin.pinned else ".")
            if entry.handin.pinned is not None else f"You handed in several files; the one graded is, {FILE_RULE}.")
-    rows = [[entry.submission or "", "graded for your grade"]]
-    rows += [[path.as_posix(), file_score(report)] for path, report in entry.others.items()]
-    return [Heading(2, "Your files"), Paragraph(why), Grid(["file", "score"], rows)]
+    rows = [[path.as_posix(), file_score(report)] for path, report in entry.others.items()]
+    return [Heading(2, "Your files"), Paragraph(why), Grid(["also handed in", "score"], rows)]
 
 
 def _parts(report: GradeReport) -> Grid:
