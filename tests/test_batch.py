@@ -163,7 +163,7 @@ def test_a_students_many_copies_cost_the_batch_one_grading_unless_all_files_are_
     assert mallory["submission"] == "mallory/mha.py" and mallory["not_graded"] == sorted(copies)
     assert summary["not_graded"] == 11 and summary["submissions"] == 6 and summary["also_handed_in"] == 0
     row = next(row for row in csv.DictReader((out / "grades.csv").open()) if row["student"] == "mallory")
-    assert row["status"] == "graded" and "also handed in, not graded: mallory/mha (1).py" in row["note"]
+    assert row["status"] == "graded" and row["other_files"].startswith("mallory/mha (1).py not graded; ")
     again = run(class_folder, out)  # other limits than the command's: every file is graded again
     assert again.summary["regraded"] == {"options changed": 6}
     assert read_results(out).statistics == again.class_results.statistics  # the class report counts the same
@@ -189,13 +189,13 @@ def test_a_class_with_duplicates_strays_and_a_roster_gives_one_row_per_student(c
     assert main(argv) == 0
     rows = {row["student"]: row for row in csv.DictReader((out / "grades.csv").open())}
     assert list(rows) == ["alice", "bob", "carol", "dave", "erin", "zack", "stray"]
-    assert rows["bob"]["submission"] == "bob/mha.py" and "also handed in, not graded: bob/mha.ipynb" in rows["bob"]["note"]
+    assert rows["bob"]["submission"] == "bob/mha.py" and rows["bob"]["other_files"] == "bob/mha.ipynb not graded"
     assert rows["zack"]["status"] == "missing" and rows["zack"]["hint"] == "no submission"
     assert rows["erin"]["status"] == "ungradable" and "not a submission" in rows["erin"]["hint"]
     assert "not on the roster" in rows["stray"]["note"]
     canvas = list(csv.reader((out / "canvas.csv").open()))
     assert canvas[1][0] == "Points Possible" and len(canvas) == 2 + 6  # every student on the roster, none else
-    assert {line[1]: line[-1] for line in canvas[2:]}["16"] == "0"
+    assert {line[1]: line[-1] for line in canvas[2:]}["16"] == ""  # zack handed in nothing: blank (--missing blank)
     summary = json.loads(capsys.readouterr().out)
     assert summary["students"]["count"] == 7 and summary["students"]["missing"] == 1
     assert summary["students"]["not_on_roster"] == 1 and summary["students"]["mean_score"] < summary["score"]["mean"]
