@@ -26,7 +26,7 @@ from grader.engine.batch import grade_batch
 from grader.results.folder import read_results, report_path
 from grader.results.overrides import OverrideError, Overrides
 from grader.results.students import FILE_RULE, handins
-from grader.views.class_report import batch_summary, render_html
+from grader.views.class_report import batch_summary, class_table, render_html
 from grader.views.feedback_pages import page_blocks, render_markdown
 from reference import as_submission
 from tests.conftest import ASSIGNMENT_03, ROOT
@@ -254,6 +254,9 @@ def test_the_batch_view_and_the_class_report_summarise_the_last_runs_changes(ter
     text = console.export_text()
     assert f"1 student whose grade changed in the last run: lea (see {(out / 'changes.csv').as_posix()})" in text
     assert "overrides:" not in text
+    console = Console(record=True, width=300)
+    console.print(class_table(read_results(out)))  # grade report's terminal view
+    assert "1 student whose grade changed in the last run: lea (see changes.csv)" in console.export_text()
     assert "No student's grade changed in the last run" in render_html(replace(read_results(out), changes=[]))
 
 

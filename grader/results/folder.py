@@ -4,13 +4,14 @@
     OUT/removed/              reports of files no longer handed in, kept but not counted
     OUT/summary.json          the class's numbers and the gradebook (:mod:`grader.results.outputs`)
     OUT/grades.csv, canvas.csv, gradescope.csv
+    OUT/changes.csv, history/ what each run changed              (:mod:`grader.results.changes`)
     OUT/feedback/, report.html                                     (:mod:`grader.views`)
 
 A batch holds its results in memory (:class:`BatchResult`), and ``grade report`` and ``grade
 feedback`` read a folder back (:func:`read_results`): both give a :class:`ClassResults`, whose
 numbers are computed once, and the same writers make the files from it. Every report is
-written atomically; a report is current when it is in the current schema and holds the
-submission's content hash.
+written atomically; a report is current while its fingerprint holds (:func:`why_graded`), and
+holds the instructor's overrides of the last run (:mod:`grader.results.overrides`).
 """
 
 from __future__ import annotations

@@ -234,17 +234,22 @@ def _also_handed_in(stats: ClassStatistics) -> str:
     return f" ({_counted(stats.also_handed_in, 'more file')} handed in beside the one graded for a student, not counted)"
 
 
-CHANGES_NAMED = 10  # the views name this many students whose grade changed, then count the rest
+CHANGES_NAMED = 10  # the terminal views name this many students (changed, overridden), then count the rest
+
+
+def _named(students: list[str]) -> str:
+    """The first CHANGES_NAMED students, and how many more."""
+    more = len(students) - CHANGES_NAMED
+    return ", ".join(students[:CHANGES_NAMED]) + (f" and {more} more" if more > 0 else "")
 
 
 def changes_line(changes: list[Change], folder: Path | None = None) -> str:
     """The last run's changes in a line: how many students, who, and where changes.csv has the rest."""
-    names = [change.student for change in changes]
-    shown = ", ".join(names[:CHANGES_NAMED]) + (f" and {len(names) - CHANGES_NAMED} more" if len(names) > CHANGES_NAMED else "")
     where = (folder / CHANGES_FILE).as_posix() if folder else CHANGES_FILE
     if not changes:
         return f"no student's grade changed in the last run ({where})"
-    return f"{_counted(len(changes), 'student')} whose grade changed in the last run: {shown} (see {where})"
+    return (f"{_counted(len(changes), 'student')} whose grade changed in the last run: "
+            f"{_named([change.student for change in changes])} (see {where})")
 
 
 def batch_summary(result: BatchResult, folder: Path | None = None) -> Group:
@@ -271,7 +276,7 @@ def batch_summary(result: BatchResult, folder: Path | None = None) -> Group:
         lines.append(plain(f"{why}: {count} regraded", style="yellow"))
     if overridden := [grade for grade in students if grade.overridden]:
         lines.append(plain(f"overrides: {_counted(sum(len(grade.overridden) for grade in overridden), 'part')} of "
-                           f"{', '.join(grade.student for grade in overridden)} (grades.csv's overrides column)"))
+                           f"{_named([grade.student for grade in overridden])} (grades.csv's overrides column)"))
     if result.class_results.changes or result.regrade.reasons():  # a regrade that changed no grade says so too
         lines.append(plain(changes_line(result.class_results.changes, folder), style="yellow"))
     if result.removed:
