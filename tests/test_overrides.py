@@ -120,6 +120,8 @@ def test_an_override_survives_regrades_beside_the_autograders_score_and_changes_
     assert "| MultiHeadAttention | 1\\.5 / 2 |  | 0\\.5 \\-\\> 1.5: regrade request: her mask is right |" in page
     assert changes(out) == [{"student": "lea", "old_score": "4.5", "new_score": "5.5",
                              "parts": "MultiHeadAttention 0.5 -> 1.5", "why": "override"}]
+    (replaced,) = (out / "history").glob(f"*/{report_path(out, Path('lea/mha.py')).name}")  # rewritten: kept as it was
+    assert json.loads(replaced.read_text())["score"] == 4.5
 
     # A hidden test is fixed: both regraded. lea's override holds her part at 1.5 while the
     # autograder's moved under it; max's comment-only override lets his score follow the grader's.
@@ -133,8 +135,9 @@ def test_an_override_survives_regrades_beside_the_autograders_score_and_changes_
         {"student": "max", "old_score": "6", "new_score": "5", "parts": "split_heads 2 -> 1",
          "why": "suite changed; override: autograder's score moved 2 -> 1"}]
     assert rows(out / "grades.csv")["lea"]["overrides"] == "MultiHeadAttention 1 -> 1.5: regrade request: her mask is right"
-    kept = json.loads(next((out / "history").glob(f"*/{report_path(out, Path('lea/mha.py')).name}")).read_text())
-    assert next(part for part in kept["parts"] if part["id"] == "MultiHeadAttention")["override"]["autograder_score"] == 0.5
+    kept = [json.loads(path.read_text()) for path in sorted((out / "history").glob(f"*/{report_path(out, Path('lea/mha.py')).name}"))]
+    assert [report["score"] for report in kept] == [4.5, 5.5]  # before the override, and before the regrade
+    assert next(part for part in kept[1]["parts"] if part["id"] == "MultiHeadAttention")["override"]["autograder_score"] == 0.5
 
     # lea's row taken out: the autograder's points are back, with nothing graded again.
     assert run("student,part,score,comment\nmax,split_heads,,read by hand: the reshape is fine\n") == 0

@@ -25,7 +25,7 @@ from grader.core.fingerprint import Fingerprint
 from grader.core.report import GradeReport
 from grader.engine.api import PendingGrade, resolve_device, start_grading
 from grader.engine.options import DEFAULT, DEFAULT_BATCH, BatchOptions, GradeOptions
-from grader.results.changes import keep_replaced
+from grader.results.changes import keep_replaced, run_stamp
 from grader.results.folder import (
     BatchResult,
     Regrade,
@@ -105,7 +105,7 @@ def grade_batch(
             reports[relative] = report
         else:
             why[relative] = reason
-    skipped, stamp = len(reports), time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    skipped, stamp = len(reports), run_stamp(out)
     if on_start:
         on_start(len(why) + skipped, skipped)
     if batch.executor == "ray":
@@ -126,7 +126,10 @@ def grade_batch(
     final = overrides.apply(students, reports)
     for relative, report in final.items():
         if report != reports[relative]:  # an override added, changed or taken off: the file says so too
-            final[relative] = _written(report, report_path(out, relative), assignment)
+            path = report_path(out, relative)
+            if relative not in why:  # a reused report: kept as it was, as a regraded one is
+                keep_replaced(out, stamp, path.name, reports[relative])
+            final[relative] = _written(report, path, assignment)
     result = BatchResult(assignment, dict(sorted(final.items())), len(reports) - skipped, skipped,
                          time.monotonic() - started, students, removed,
                          Regrade(stamp, why, earlier, before))

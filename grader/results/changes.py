@@ -18,6 +18,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -90,6 +91,23 @@ def _compare(old: PartResult, new: PartResult, regraded: str | None, moved: list
 
 def _number(value: object) -> float:
     return float(value) if isinstance(value, (int, float)) else 0.0
+
+
+def run_stamp(out: Path) -> str:
+    """The run's time, as its folder in ``out/history`` names it; a second run in the same
+    second gets a folder of its own (``-2``), so that neither's kept reports overwrite the other's."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    taken = {path.name for path in (out / HISTORY).glob(f"{stamp}*")}
+    taken |= {row.partition(",")[0] for row in _history_rows(out) if row.startswith(stamp)}
+    return next(candidate for candidate in (stamp, *(f"{stamp}-{n}" for n in range(2, len(taken) + 3)))
+                if candidate not in taken)
+
+
+def _history_rows(out: Path) -> list[str]:
+    try:
+        return (out / HISTORY / FILE).read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return []
 
 
 def keep_replaced(out: Path, stamp: str, name: str, report: GradeReport) -> None:
