@@ -56,9 +56,13 @@ __all__ = ["check"]
 
 def __getattr__(name: str):
     if name == "check":
-        from grader.student import check_function
+        from grader.core.cells import check_while_graded, loading
 
-        return check_function()
+        if loading():  # a grader is running the notebook: check() does nothing
+            return check_while_graded
+        from grader.student.notebook import check
+
+        return check
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 '''
 
