@@ -22,8 +22,10 @@ import argparse
 import importlib.util
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import NamedTuple
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -52,11 +54,7 @@ def _say(console: Console, message: object) -> None:
 
 def _grade_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="grade", description="Grade a submission of a Transformer course assignment.",
-                                     epilog="Other commands: grade batch ASSIGNMENT FOLDER --out DIR; "
-                                            "grade notebook ASSIGNMENT [--check]; grade public-data ASSIGNMENT... [--check]; "
-                                            "grade report RESULTS [--html FILE]; grade feedback RESULTS; "
-                                            "grade export gradescope|classroom ASSIGNMENT [--out FILE]; "
-                                            "grade release ASSIGNMENT --out DIR")
+                                     epilog=_commands_help(), formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("assignment", type=Path, help="the assignment directory, e.g. assignments/03")
     parser.add_argument("--submission", type=Path, help=".py or .ipynb to grade (default: your working copy)")
     parser.add_argument("--json", type=Path, metavar="FILE", help="write the JSON report here")
@@ -128,8 +126,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     console = Console(stderr=True)
     if argv[:1] and argv[0] in SUBCOMMANDS:
-        make_parser, run = SUBCOMMANDS[argv[0]]
-        return run(make_parser().parse_args(argv[1:]), console)
+        command = SUBCOMMANDS[argv[0]]
+        return command.run(command.make_parser().parse_args(argv[1:]), console)
     return _grade(_grade_parser().parse_args(argv), console)
 
 
@@ -450,17 +448,33 @@ def _new_assignment(args: argparse.Namespace, console: Console) -> int:
     return EXIT_OK
 
 
-# `grade NAME ...`: each subcommand's parser and handler. Anything else is `grade ASSIGNMENT`.
+class Command(NamedTuple):
+    summary: str  # its line in `grade --help`
+    make_parser: Callable[[], argparse.ArgumentParser]
+    run: Callable[[argparse.Namespace, Console], int]
+
+
+# `grade NAME ...`: each subcommand. Anything else is `grade ASSIGNMENT`.
 SUBCOMMANDS = {
-    "batch": (_batch_parser, _batch),
-    "notebook": (_notebook_parser, _notebook),
-    "public-data": (_public_data_parser, _public_data),
-    "release": (_release_parser, _release),
-    "report": (_report_parser, _report),
-    "feedback": (_feedback_parser, _feedback),
-    "export": (_export_parser, _export),
-    "new-assignment": (_new_assignment_parser, _new_assignment),
+    "batch": Command("grade a folder of submissions, one report each", _batch_parser, _batch),
+    "report": Command("a class report (HTML page, table) from batch results", _report_parser, _report),
+    "feedback": Command("each student's feedback page, from a batch's results", _feedback_parser, _feedback),
+    "export": Command("package the grader for Gradescope or GitHub Classroom", _export_parser, _export),
+    "release": Command("build the student handout: a folder and a zip", _release_parser, _release),
+    "notebook": Command("regenerate the handout notebook from the stub module", _notebook_parser, _notebook),
+    "public-data": Command("regenerate the data the public tests compare with",
+                           _public_data_parser, _public_data),
+    "new-assignment": Command("write the skeleton of a new assignment", _new_assignment_parser, _new_assignment),
 }
+
+
+def _commands_help() -> str:
+    """The epilog of `grade --help`: every command, one line each."""
+    width = max(map(len, SUBCOMMANDS)) + len("grade ")
+    lines = [f"  {'grade ASSIGNMENT':<{width}}  grade one submission (the options above)"]
+    lines += [f"  {'grade ' + name:<{width}}  {command.summary}" for name, command in SUBCOMMANDS.items()]
+    return "commands:\n" + "\n".join(lines) + "\n\n`grade COMMAND --help` shows a command's arguments."
+
 
 if __name__ == "__main__":
     sys.exit(main())

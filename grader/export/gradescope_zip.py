@@ -53,7 +53,7 @@ fi
 "$venv/bin/pip" install --upgrade pip
 "$venv/bin/pip" install "torch=={TORCH_VERSION}" --index-url {TORCH_CPU_INDEX}
 # Editable: installed into site-packages, the reference and hidden suites would be readable by
-# the student's code (README, "Security model").
+# the student's code (docs/security.md, Landlock).
 "$venv/bin/pip" install -e "$source_dir"
 """
 
