@@ -148,7 +148,7 @@ class GradeReport:
         fields = upgraded(data)
         fields["parts"] = [
             PartResult(**{**part, "tests": [TestResult(**test) for test in part["tests"]],
-                          "override": Override(**part["override"]) if part["override"] else None})
+                          "override": Override(**part["override"]) if part.get("override") else None})
             for part in fields["parts"]
         ]
         fields["flags"] = [Flag(**flag) for flag in fields["flags"]]
