@@ -2,7 +2,7 @@
 
     OUT/changes.csv               this run's: one row per student whose score moved
     OUT/history/changes.csv       every run's rows, each with the time of its run
-    OUT/history/STAMP/NAME.json   the reports a run replaced, as they were
+    OUT/history/STAMP/NAME.json   the reports a run replaced (regraded, or rewritten by an override), as they were
 
 A student's score moved when the gradebook's score differs from the one the previous run's
 ``summary.json`` gave them; the row says by how much in each part and why: the reason the file
