@@ -45,11 +45,12 @@ def _error(console: Console, message: object) -> None:
         message = f"--{message.option.replace('_', '-')}: {message}"
     elif isinstance(message, SandboxUnavailable):
         message = f"--sandbox strict: {message}"
-    console.print(error_text(message))
+    # soft_wrap: no line break inside a path, which must stay whole to be copied (the terminal wraps it).
+    console.print(error_text(message), soft_wrap=True)
 
 
 def _say(console: Console, message: object) -> None:
-    console.print(plain(message))
+    console.print(plain(message), soft_wrap=True)
 
 
 def _grade_parser() -> argparse.ArgumentParser:
