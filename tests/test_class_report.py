@@ -23,13 +23,11 @@ import pytest
 from grader.cli import main
 from grader.core.report import GradeReport, PartResult, Status
 from grader.results.class_stats import MOST_FREQUENT_HINTS, Scores, histogram
-from grader.results.folder import report_path
+from grader.results.folder import ResultsError, read_results, report_path
 from grader.views.class_report import (
     HISTOGRAM_COLOUR,
     MISTAKE_COLOUR,
-    ClassReportError,
     class_table,
-    load_class_data,
     render_html,
 )
 
@@ -126,8 +124,25 @@ def test_histogram_bins_hold_every_score_once(values, max_score, lows, counts):
     assert bins[-1].high is None and all(b.high == pytest.approx(next_.low) for b, next_ in zip(bins, bins[1:]))
 
 
+@pytest.mark.parametrize("max_score, labels", [
+    (4, ["0", "1", "2", "3", "4"]),  # a point wide: 2 holds 2 up to 3
+    (12, ["0–<2", "2–<4", "4–<6", "6–<8", "8–<10", "10–<12", "12"]),  # a 3 is in 2–<4, never in a bin labelled 2
+    (26, ["0–<3", "3–<6", "6–<9", "9–<12", "12–<15", "15–<18", "18–<21", "21–<24", "24–<26", "26"]),
+    (1.5, ["0", "1", "1.5"]),
+])
+def test_histogram_bins_are_labelled_by_the_scores_they_hold(max_score, labels):
+    assert [b.label for b in histogram(Scores([], max_score))] == labels
+
+
+def test_the_plots_label_each_bar_with_its_bins_range(results):
+    page = render_html(read_results(results))
+    total = page[page.index("<svg"):page.index("</svg>")]  # out of 12: bins 2 points wide
+    assert re.findall(r'class="tick">([^<]*)</text>', total) == [
+        "0–&lt;2", "2–&lt;4", "4–&lt;6", "6–&lt;8", "8–&lt;10", "10–&lt;12", "12"]
+
+
 def test_class_data_counts_statuses_scores_and_mistakes(results):
-    data = load_class_data(results)
+    data = read_results(results)
     stats = data.statistics
     assert data.assignment == "03" and stats.submissions == len(CLASS)
     assert stats.counts == {"graded": 5, "ungradable": 1, "grader_error": 1}
@@ -147,12 +162,12 @@ def test_only_the_most_frequent_mistakes_are_kept(tmp_path):
         hint = f"mistake {i % (MOST_FREQUENT_HINTS + 2)}"
         make_report(f"s{i}.py", Status.GRADED, {"split_heads": 0}, {"split_heads": hint}).write_json(
             tmp_path / "reports" / f"s{i}.py.json")
-    hints = load_class_data(tmp_path).statistics.hints
+    hints = read_results(tmp_path).statistics.hints
     assert len(hints) == MOST_FREQUENT_HINTS and hints[0] == ("split_heads: mistake 0", 2)
 
 
 def test_files_that_are_not_reports_are_skipped_and_listed(results):
-    data = load_class_data(results)
+    data = read_results(results)
     assert sorted(p.as_posix() for p in data.skipped) == [
         "reports/broken.json", "reports/list.json", "reports/summary.json"]
 
@@ -173,15 +188,15 @@ def test_a_folder_without_the_reports_of_one_assignment_is_an_error(tmp_path, fi
             content.write_json(tmp_path / "reports" / name)
         else:
             (tmp_path / "reports" / name).write_text(content)
-    with pytest.raises(ClassReportError, match=message):
-        load_class_data(tmp_path)
+    with pytest.raises(ResultsError, match=message):
+        read_results(tmp_path)
 
 
 # ---- the page ------------------------------------------------------------------------
 
 
 def test_page_plots_every_histogram_and_the_mistakes(results):
-    page = render_html(load_class_data(results))
+    page = render_html(read_results(results))
     assert "Assignment 03" in page and f"{len(CLASS)} submissions" in page
     plots = Page(page).plots
     assert len(plots) == 2 + len(MAX_SCORES)  # total, mistakes, one per part
@@ -201,15 +216,15 @@ def test_page_plots_every_histogram_and_the_mistakes(results):
 
 
 def test_page_escapes_report_text(results):
-    page = render_html(load_class_data(results))
+    page = render_html(read_results(results))
     assert "<script" not in page
-    assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt; &amp; friends" in page
+    assert "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; friends" in page
     mistakes = Page(page).plots[1]
     assert any(bar["title"].endswith(SCRIPT_HINT) for bar in mistakes["bars"])  # what a reader sees
 
 
 def test_page_is_self_contained(results):
-    page = render_html(load_class_data(results))
+    page = render_html(read_results(results))
     for reference in ("http://", "https://", "//", "src=", "href=", "url(", "@import"):
         assert reference not in page
 
@@ -221,7 +236,7 @@ def test_terminal_view(results):
     from rich.console import Console
 
     console = Console(width=120, record=True)
-    console.print(class_table(load_class_data(results)))
+    console.print(class_table(read_results(results)))
     text = console.export_text()
     assert all(part_id in text for part_id in MAX_SCORES)
     assert "▃ ▃ █" in text  # split_heads' bins 0 1 2 3 4 (full marks) hold 1 0 1 0 3
@@ -232,7 +247,7 @@ def test_terminal_view(results):
 def test_cli_writes_the_page_and_prints_the_table(results, tmp_path, capsys):
     assert main(["report", str(results)]) == 0
     assert "MultiHeadAttention" in capsys.readouterr().out
-    assert (results / "report.html").read_text(encoding="utf-8") == render_html(load_class_data(results))
+    assert (results / "report.html").read_text(encoding="utf-8") == render_html(read_results(results))
     assert main(["report", str(results), "--html", str(tmp_path / "elsewhere" / "class.html")]) == 0
     assert (tmp_path / "elsewhere" / "class.html").is_file()
 

@@ -3,6 +3,7 @@ Quick: a results folder written from made-up reports; one test renders the pages
 
 from __future__ import annotations
 
+import html
 import re
 from dataclasses import replace
 from html.parser import HTMLParser
@@ -15,11 +16,12 @@ from grader.core.assemble import in_cell_order
 from grader.core.assignment import Assignment
 from grader.core.report import Flag, Status
 from grader.core.report import TestResult as Check
-from grader.results.folder import BatchResult
+from grader.results.folder import BatchResult, read_results, report_path
 from grader.results.outputs import write_outputs
-from grader.results.students import Roster, handins
-from grader.views.class_report import load_class_data, render_html
-from grader.views.feedback_pages import page_blocks, page_name, read_entries, render_markdown, write_feedback
+from grader.results.students import FILE_RULE, Roster, handins
+from grader.views.class_report import render_html
+from grader.views import feedback_pages
+from grader.views.feedback_pages import Heading, page_blocks, page_name, render_markdown, write_feedback
 from tests.conftest import ASSIGNMENT_03
 from tests.test_class_report import chromium
 from tests.test_gradebook import DONE, STUB, report, write
@@ -70,14 +72,17 @@ class Text(HTMLParser):
 
 
 def test_the_page_says_the_score_each_part_each_failing_check_the_notes_in_order_and_the_output(results):
-    pages = write_feedback(results)
+    pages = write_feedback(read_results(results), results)
     assert sorted(path.name for path in pages) == sorted(f"{page_name(s)}.html" for s in ("lea", "max", "zoe", "<b>"))
     page = (results / "feedback" / "lea.html").read_text()
     seen = Text(page)
     text = "".join(seen.text)
     assert seen.active == []  # the hint's <script> and link are text
     assert f"Score: {2.0 * 3 - 1:g} / 6" in text
-    assert "Graded: lea/mha.ipynb. graded lea/mha.ipynb, the one with the fewest stubs left" in text
+    # Said once, and the rule that chose the file in its own words; her other file not graded.
+    assert "Graded: lea/mha.ipynb\n" in text and text.count("lea/mha.ipynb") == 1
+    assert f"You handed in several files; the one graded is, {FILE_RULE}." in text
+    assert "lea/mha.py" in text and "not graded" in text
     assert HOSTILE in text and GOT_EXPECTED in text and "test_shape" not in text  # failing checks only
     notes = [text.index(note) for note in ("cell 3 is tagged", "cell 9 raised", "loading took long")]
     assert notes == sorted(notes)  # as the notebook shows its cells
@@ -86,7 +91,7 @@ def test_the_page_says_the_score_each_part_each_failing_check_the_notes_in_order
 
 
 def test_markdown_says_the_same_and_nothing_in_it_is_markup(results):
-    write_feedback(results)
+    write_feedback(read_results(results), results)
     markdown = (results / "feedback" / "lea.md").read_text()
     assert "<script>" not in markdown and r"\<script\>" in markdown and r"\*\*bold\*\*" in markdown
     fence = re.search(r"^(`{5,})text\nprinted ```` four backticks\nand `one`\n\1$", markdown, re.M)
@@ -94,8 +99,17 @@ def test_markdown_says_the_same_and_nothing_in_it_is_markup(results):
     assert "| MultiHeadAttention | 1 / 2 |" in markdown
 
 
+def test_the_title_is_the_first_heading_as_text():
+    # A <title> holds text only: a line break in a student's folder name written there as <br>
+    # shows as "<br>" in the browser's tab.
+    heading = "Assignment 03: feedback for <i>lea</i>\nsecond line"
+    page = feedback_pages.render_html([Heading(1, heading), Heading(2, "Parts")])
+    title = re.search(r"<title>(.*)</title>", page, re.S).group(1)
+    assert "<" not in title and html.unescape(title) == heading
+
+
 def test_students_without_a_graded_file_get_a_page_that_says_why(results):
-    _, entries = read_entries(results)
+    entries = read_results(results).students
     by_student = {entry.student: entry for entry in entries}
     zoe = render_markdown(page_blocks("03", by_student["zoe"]))
     assert "No submission was received" in zoe
@@ -109,12 +123,12 @@ def test_pages_of_students_gone_from_the_gradebook_are_removed(results):
     stale = results / "feedback" / "gone.html"
     stale.parent.mkdir(parents=True, exist_ok=True)
     stale.write_text("old")
-    write_feedback(results)
+    write_feedback(read_results(results), results)
     assert not stale.exists() and (results / "feedback" / "lea.md").is_file()
 
 
 def test_class_report_links_each_student_and_lists_what_needs_a_look(results, tmp_path):
-    write_feedback(results)
+    write_feedback(read_results(results), results)
     assert main(["report", str(results)]) == 0
     page = (results / "report.html").read_text()
     links = re.findall(r'href="([^"]*)"', page)
@@ -128,17 +142,23 @@ def test_class_report_links_each_student_and_lists_what_needs_a_look(results, tm
     elsewhere = tmp_path / "pages" / "class.html"
     assert main(["report", str(results), "--html", str(elsewhere)]) == 0
     assert 'href="../results/feedback/lea.html"' in elsewhere.read_text()
-    assert "href" not in render_html(load_class_data(results))  # no pages given: no links
+    assert "href" not in render_html(read_results(results))  # no pages given: no links
 
 
 def test_cli_feedback_needs_a_batch_results_folder(tmp_path, capsys):
     assert main(["feedback", str(tmp_path)]) == 2
+    assert "has no reports/ folder" in " ".join(capsys.readouterr().err.split())
+    assignment = Assignment.load(ASSIGNMENT_03)
+    report("ada/mha.py", assignment).write_json(report_path(tmp_path, Path("ada/mha.py")))
+    (tmp_path / "summary.json").write_text("{}")  # no gradebook in it
+    assert main(["feedback", str(tmp_path)]) == 2
     assert "has no gradebook" in " ".join(capsys.readouterr().err.split())
+    assert not (tmp_path / "feedback").exists()
 
 
 @pytest.mark.slow
 def test_a_browser_renders_the_feedback_page(results, tmp_path):
-    write_feedback(results)
+    write_feedback(read_results(results), results)
     page = results / "feedback" / "lea.html"
     dom = chromium(tmp_path, "--dump-dom", page.as_uri()).stdout
     seen = Text(dom)
