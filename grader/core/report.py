@@ -1,4 +1,4 @@
-"""The grade report: plain data with a versioned JSON form (``schema/report.v4.json``).
+"""The grade report: plain data with a versioned JSON form (``schema/report.v5.json``).
 
 The terminal table, CSV and exports are views of this; nothing here formats for people.
 """
@@ -16,7 +16,7 @@ from typing import Any
 
 from grader.core.sanitize import clean, each_string
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 class Status:
@@ -46,6 +46,29 @@ class TestResult:
     hint: str | None
     score: float
     max_score: float
+    # The rubric's evidence: the contract's words for the mistake whose value this failing
+    # test's check matched; None when it matched none (or the test passed).
+    mistake: str | None = None
+    # For a failing test of a part that uses others (the contract's uses): whether it passed when
+    # the grader's stock parts stood in for those; None when that was not tried.
+    passes_with_stock: bool | None = None
+
+
+class Rule:
+    """What a part's ``scored_by.rule`` says decided its score."""
+    TESTS = "tests"  # the points of the tests it passed
+    RUBRIC = "rubric"  # its points less the deduction of the one named mistake behind every failing test
+
+
+@dataclass
+class ScoredBy:
+    """Which rule scored a part. Under the rubric: the contract's words for the ``mistake``, its
+    ``deduction``, and what the tests alone would have given (``tests_score``)."""
+
+    rule: str = Rule.TESTS
+    mistake: str | None = None
+    deduction: float | None = None
+    tests_score: float | None = None
 
 
 @dataclass
@@ -57,6 +80,7 @@ class PartResult:
     tests: list[TestResult]
     # The part's distinct mistakes, costliest first (or first, the part to fix first), at most two.
     hints: list[str] = field(default_factory=list)
+    scored_by: ScoredBy = field(default_factory=ScoredBy)
 
 
 @dataclass(frozen=True)
@@ -117,7 +141,8 @@ class GradeReport:
             raise SchemaTooNewError(f"report schema {version} is newer than this grader's ({SCHEMA_VERSION}); upgrade the grader")
         fields = upgraded(data)
         fields["parts"] = [
-            PartResult(**{**part, "tests": [TestResult(**test) for test in part["tests"]]}) for part in fields["parts"]
+            PartResult(**{**part, "tests": [TestResult(**test) for test in part["tests"]],
+                          "scored_by": ScoredBy(**part["scored_by"])}) for part in fields["parts"]
         ]
         fields["flags"] = [Flag(**flag) for flag in fields["flags"]]
         return cls(**fields)
@@ -151,6 +176,14 @@ def upgraded(data: dict) -> dict:
                                              for part in data["parts"]])
     if data["schema_version"] == 3:
         data.update(schema_version=4, late=None)  # version 4 added late; version 3 never read the due date
+    if data["schema_version"] == 4:
+        # Version 5 added the rubric, each part's scored_by and each test's mistake (its evidence),
+        # and each test's passes_with_stock. Version 4 scored every part by its tests, kept no
+        # evidence and tried no stock parts.
+        data.update(schema_version=5, parts=[
+            {**part, "scored_by": asdict(ScoredBy()),
+             "tests": [{**test, "mistake": None, "passes_with_stock": None} for test in part["tests"]]}
+            for part in data["parts"]])
     return data
 
 

@@ -58,12 +58,19 @@ outside the contract makes trusted code raise (that would be a grader error the 
   of the output depends on a later position of the input; the hint names the leaking pairs.
 - :func:`expect_derivative`: a gradient the student's code reports is the derivative of the
   loss the same code computes.
-- :func:`expect_same_gradients` ``(module, reference, x, grad_output)``: a module holding the
+- :func:`expect_same_gradients` ``(module, reference, x, grad_output, mistakes=)``: a module holding the
   reference's parameters backpropagates as the reference does (input and every parameter).
+  :func:`gradient_mistakes` gives a gradient check each mistake's gradients, so that it names the
+  mistake as the value checks do.
 
 Hints for attention mistakes that several assignments grade, worded once: ``SCALE_BY_LENGTH``,
 ``SCALE_BY_INPUT_WIDTH``, ``MASK_FILL_NOT_NEGATIVE``, ``FUTURE_VISIBLE`` (for
-:func:`expect_causal`).
+:func:`expect_causal`). A hint that names one of the contract's mistakes is a :class:`Mistake`
+(``Mistake(hint, contract="the contract's words")``, kept in ``variants.py``): when
+:func:`expect_close` or :func:`expect_causal` match the student's value with that mistake's,
+the failure carries the contract's words as evidence (``CheckFailed.mistake``), by which the
+rubric (assignment.toml's ``[rubric.deductions]``) scores the part. A check that names a
+mistake without comparing values passes no evidence, and the tests decide.
 
 Part isolation (:mod:`grader.suite.part_isolation`): a part built on pieces graded elsewhere is
 graded on its own work. The student's pieces enter the grader's arithmetic only as
@@ -87,7 +94,7 @@ lazy module (``nn.LazyLinear``) reports ``inspect()["uninitialized"]``; loading 
 materializes it, and :func:`materialized` runs a forward pass before an inspection.
 """
 
-from grader.core.hints import FUTURE_VISIBLE, MASK_FILL_NOT_NEGATIVE, SCALE_BY_INPUT_WIDTH, SCALE_BY_LENGTH
+from grader.core.hints import FUTURE_VISIBLE, MASK_FILL_NOT_NEGATIVE, SCALE_BY_INPUT_WIDTH, SCALE_BY_LENGTH, Mistake
 from grader.sandbox.errors import StudentCrashed, StudentError, StudentException, StudentNotFound, StudentTimeout
 from grader.sandbox.session import Backward
 from grader.suite.checks import (
@@ -105,6 +112,7 @@ from grader.suite.checks import (
     expect_same_gradients,
     expect_tensor,
     expect_token_ids,
+    gradient_mistakes,
     is_close,
 )
 from grader.suite.part_isolation import (
@@ -134,9 +142,9 @@ __all__ = [
     # checks
     "CheckFailed", "describe_difference", "describe_value", "expect_close", "expect_computes_with",
     "expect_contract_parameters", "expect_causal", "expect_derivative", "expect_equal", "expect_named_tensors",
-    "expect_raises", "expect_same_gradients", "expect_tensor", "expect_token_ids", "is_close",
-    # hints for mistakes several assignments grade
-    "FUTURE_VISIBLE", "MASK_FILL_NOT_NEGATIVE", "SCALE_BY_INPUT_WIDTH", "SCALE_BY_LENGTH",
+    "expect_raises", "expect_same_gradients", "expect_tensor", "expect_token_ids", "gradient_mistakes", "is_close",
+    # hints for mistakes several assignments grade, and the contract's mistakes
+    "FUTURE_VISIBLE", "MASK_FILL_NOT_NEGATIVE", "SCALE_BY_INPUT_WIDTH", "SCALE_BY_LENGTH", "Mistake",
     # errors from the student's side
     "StudentCrashed", "StudentError", "StudentException", "StudentNotFound", "StudentTimeout",
     # what a test calls

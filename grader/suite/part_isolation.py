@@ -139,7 +139,9 @@ def expect_wiring(what: str, got: Any, want_reference: torch.Tensor, want_wiring
                      mistakes={hint: (lambda run=run: only(run())) for hint, run in quietly(mistakes).items()})
     except CheckFailed as failure:
         notes = [unusable or failure.hint or fallback_hint, differing_pieces(pieces)]
-        raise CheckFailed(failure.message, "; ".join(note for note in notes if note) or None) from None
+        # The mistake matched is the part's own: computed with the student's own pieces.
+        raise CheckFailed(failure.message, "; ".join(note for note in notes if note) or None,
+                          mistake=None if unusable else failure.mistake) from None
 
 
 @contextmanager
@@ -358,7 +360,8 @@ def noting_stock(module: Remote) -> Iterator[None]:
         note = _STOCK_NOTES.get(module)
         if note is None:
             raise
-        raise CheckFailed(failure.message, "; ".join(filter(None, [failure.hint, note])), failure.flags) from None
+        raise CheckFailed(failure.message, "; ".join(filter(None, [failure.hint, note])), failure.flags,
+                          mistake=failure.mistake) from None
 
 
 def materialized(module: Remote, forward: Callable[[], Any]) -> Remote:
