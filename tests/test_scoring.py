@@ -7,7 +7,8 @@ import pytest
 from grader.core import hints
 from grader.core.report import Rule, ScoredBy
 from grader.core.report import TestResult as Result
-from grader.core.scoring import also_fails, describe_scoring, fix_first, part_hints, score_parts, wrong_by_itself
+from grader.core.report_words import describe_scoring
+from grader.core.scoring import also_fails, fix_first, part_hints, score_parts, wrong_by_itself
 from grader.engine.plugin import classify
 from grader.sandbox.errors import StudentException, StudentTimeout
 from grader.suite.checks import CheckFailed
@@ -118,8 +119,8 @@ EDGE_CASE = [("split_heads", result("passed", None, 6)), ("split_heads", result(
 
 @pytest.mark.parametrize("mha_tests, headline", [
     # MultiHeadAttention returns (output, weights): every test fails with the stock split_heads too.
-    ([result("failed", hints.RETURNS_SEVERAL, 3, stock=False), result("failed", hints.RETURNS_SEVERAL, 11, stock=False)],
-     hints.RETURNS_SEVERAL),
+    ([result("failed", hints.RETURNS_SEVERAL, 3, stock=False),
+      result("failed", hints.RETURNS_SEVERAL, 11, stock=False)], hints.RETURNS_SEVERAL),
     # An inverted mask fails the mask tests with the stock parts too; the tests split_heads spoils pass with them.
     ([result("failed", "mask inverted", 3, stock=False), result("failed", None, 2, stock=True),
       result("passed", None, 9)], "mask inverted"),
@@ -152,7 +153,7 @@ def test_a_part_whose_every_failure_is_one_priced_mistake_loses_its_deduction():
                result("failed", "scaled by sqrt(d_model)", 6, mistake=SCALE), result("failed", None, 2, mistake=SCALE))
     assert (part.score, part.max_score) == (11.0, 14.0)
     assert part.scored_by == ScoredBy(Rule.RUBRIC, SCALE, 3.0, 3.0)
-    assert describe_scoring(part.scored_by) == f"rubric: {SCALE}, -3"
+    assert describe_scoring(part.scored_by) == f"rubric: {SCALE}, -3 (the tests alone: 3)"
     assert part.hints == ["scaled by sqrt(d_model)"]  # the hints are the tests' as ever
 
 

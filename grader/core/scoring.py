@@ -72,13 +72,6 @@ def by_rubric(results: list[TestResult], max_score: float, tests_score: float,
     return ScoredBy(Rule.RUBRIC, mistake, deductions[mistake], tests_score)
 
 
-def describe_scoring(scored_by: ScoredBy) -> str | None:
-    """The rule in words, where it is not the tests: "rubric: scores not scaled, -3"."""
-    if scored_by.rule != Rule.RUBRIC:
-        return None
-    return f"rubric: {scored_by.mistake}, -{scored_by.deduction:g}"
-
-
 def part_hints(results: list[TestResult]) -> list[str]:
     """The distinct hints of the failing tests: the mistakes a check named (outcome "failed")
     before what an exception suggests (outcome "error"), each kind costliest first (the points

@@ -118,7 +118,8 @@ class GradingPlugin:
         return report
 
     @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, object, object]:
+    def pytest_runtest_protocol(self, item: pytest.Item,
+                                nextitem: pytest.Item | None) -> Generator[None, object, object]:
         result = yield
         test = self._tests.get(item.nodeid)
         used = self._stand_ins.uses.get(test.part, ()) if self._stand_ins is not None and test is not None else ()

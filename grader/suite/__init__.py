@@ -77,12 +77,12 @@ graded on its own work. The student's pieces enter the grader's arithmetic only 
 :func:`black_box` ``(remote, like=reference_piece)``: each result must have the reference
 piece's shape on the same input, else :class:`PieceUnusable`, which the helpers below treat
 as a piece that cannot be combined. :func:`expect_wiring` passes an output that matches the reference
-or the contract's wiring of the student's own pieces, and names the mistake otherwise, with
-a note on each :class:`Piece` that is wrong by itself ("fix it first"); :func:`diagnosing`
+or the contract's wiring of the student's own pieces, and names the part's own mistake otherwise
+(``OWN_WIRING`` when none matched), then each :class:`Piece` that is wrong by itself; :func:`diagnosing`
 says which piece raises when the part does; :func:`expect_gradients` checks that gradients
 reach every submodule and input; :func:`call_part` calls a part and names an unfinished part
 it calls; :func:`randomize_norms` makes a reference's LayerNorms differ, so wiring mistakes
-show. :func:`describe_piece`, ``PIECE_RAISES`` and ``PIECES_DIFFER`` word those notes;
+show. :func:`describe_piece`, ``PIECE_RAISES``, ``PIECES_DIFFER`` and ``OWN_WIRING`` word those notes;
 ``GRAPH_CUT`` is the hint when a gradient does not arrive.
 
 Stock pieces: build a composite part with :func:`new_graded_like` (``student.new_like`` with
@@ -117,6 +117,7 @@ from grader.suite.checks import (
 )
 from grader.suite.part_isolation import (
     GRAPH_CUT,
+    OWN_WIRING,
     PIECE_RAISES,
     PIECES_DIFFER,
     STOCK_REPLACED,
@@ -150,8 +151,8 @@ __all__ = [
     # what a test calls
     "Backward", "Remote", "Student",
     # part isolation
-    "GRAPH_CUT", "PIECE_RAISES", "PIECES_DIFFER", "BlackBox", "Piece", "PieceUnusable", "black_box", "call_part",
-    "describe_piece", "diagnosing", "expect_gradients", "expect_wiring", "randomize_norms",
+    "GRAPH_CUT", "OWN_WIRING", "PIECE_RAISES", "PIECES_DIFFER", "BlackBox", "Piece", "PieceUnusable", "black_box",
+    "call_part", "describe_piece", "diagnosing", "expect_gradients", "expect_wiring", "randomize_norms",
     # stock pieces and lazy modules
     "STOCK_REPLACED", "StockPiece", "materialized", "new_graded_like", "noting_stock", "with_stock",
 ]

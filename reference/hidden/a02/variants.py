@@ -15,7 +15,13 @@ import torch
 import torch.nn.functional as F
 
 # CausalSelfAttention can make 01's attention mistakes too; their hints are re-exported here.
-from grader.suite import FUTURE_VISIBLE, MASK_FILL_NOT_NEGATIVE, SCALE_BY_INPUT_WIDTH, SCALE_BY_LENGTH, Mistake  # noqa: F401
+from grader.suite import (  # noqa: F401
+    FUTURE_VISIBLE,
+    MASK_FILL_NOT_NEGATIVE,
+    SCALE_BY_INPUT_WIDTH,
+    SCALE_BY_LENGTH,
+    Mistake,
+)
 from reference.hidden.a01.variants import (  # noqa: F401
     MASK_AFTER_SOFTMAX,
     NO_SCALE,

@@ -97,8 +97,8 @@ def test_mha_gradients(student_mha, reference_mha, make_input):
     reference_mha(query, memory, memory).backward(grad_output)
     got = student_mha.backward(query, memory, memory, grad_output=grad_output)
     params = _params(reference_mha)
-    named = gradient_mistakes(lambda t: variants.mistakes({name: t[name] for name in params}, t["query"], memory, memory,
-                                                          NUM_HEADS), {"query": query, **params}, grad_output)
+    named = gradient_mistakes(lambda t: variants.mistakes({n: t[n] for n in params}, t["query"], memory, memory, NUM_HEADS),
+                              {"query": query, **params}, grad_output)
     expect_close("gradient of the loss w.r.t. the query", got.input_grads[0], query.grad, atol=1e-4, rtol=1e-3,
                  mistakes=named["query"])
     for name, param in reference_mha.named_parameters():
