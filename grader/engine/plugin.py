@@ -6,11 +6,11 @@ with a message for the student and a hint (:func:`classify`). pytest's own longr
 never used: it quotes the hidden test's source. It also registers
 :mod:`grader.suite.fixtures`, the fixtures every suite shares.
 
-A failing test of a part that uses others (the contract's ``uses``) runs once more, from
-its fixtures on, with the suite's stock parts standing in for those in a fresh student
-process (:class:`StandIns`): whether it then passes is the evidence for naming a used part
-as the cause ("fix split_heads first"; :mod:`grader.core.scoring`). The rerun's own verdict
-counts for nothing else.
+Once every test has run, a failing test of a part that uses failing parts (the contract's
+``uses``) runs once more, from its fixtures on, with the suite's stock parts standing in for
+those in a fresh student process (:class:`StandIns`): whether it then passes is the evidence
+for naming a used part as the cause ("fix split_heads first"; :mod:`grader.core.scoring`).
+The rerun's own verdict counts for nothing else.
 """
 
 from __future__ import annotations
@@ -118,21 +118,28 @@ class GradingPlugin:
         return report
 
     @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_protocol(self, item: pytest.Item,
-                                nextitem: pytest.Item | None) -> Generator[None, object, object]:
+    def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, object, object]:
         result = yield
-        test = self._tests.get(item.nodeid)
-        used = self._stand_ins.uses.get(test.part, ()) if self._stand_ins is not None and test is not None else ()
-        if used and self._session is not None and _worth_rerunning(test.verdict):
-            passed = self._passes_with_stock(item, used)
-            self._tests[item.nodeid] = replace(test, verdict=replace(test.verdict, passes_with_stock=passed))
+        if self._session is not None and self._stand_ins is not None:
+            self._try_stock_parts(session)
         return result
+
+    def _try_stock_parts(self, session: pytest.Session) -> None:
+        """Once every test has run (and every fixture is torn down): each failing test of a part
+        that uses failing parts runs again, with stock parts standing in for those."""
+        failing = {test.part for test in self._tests.values() if test.verdict is not None
+                   and test.verdict.outcome not in (Outcome.PASSED, Outcome.SKIPPED)}
+        for item in session.items:
+            test = self._tests.get(item.nodeid)
+            used = tuple(part for part in self._stand_ins.uses.get(test.part, ()) if part in failing)
+            if used and _worth_rerunning(test.verdict):
+                passed = self._passes_with_stock(item, used)
+                self._tests[item.nodeid] = replace(test, verdict=replace(test.verdict, passes_with_stock=passed))
 
     def _passes_with_stock(self, item: pytest.Item, used: tuple[str, ...]) -> bool:
         """Whether ``item`` passes when the stock parts stand in for ``used``: run from scratch
-        (every fixture torn down before and after, so none holds what the student's own parts
+        (its fixtures set up and torn down again, so none holds what the student's own parts
         built), in a fresh student process that ends with it (they are answers)."""
-        item.session._setupstate.teardown_exact(None)
         self._rerunning = True
         try:
             with self._session.standing_in(self._stand_ins.source, used):
