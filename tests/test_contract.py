@@ -8,7 +8,8 @@ from importlib import import_module
 
 import pytest
 
-from grader.core.assignment import Assignment, Part
+from grader.core.assignment import Assignment, AssignmentError, Part
+from grader.core.hints import Mistake
 from grader.course.pages import Course, stale_pages
 from reference import as_submission, module_for
 from tests.conftest import ROOT
@@ -106,3 +107,42 @@ def test_each_part_uses_what_it_says(assignment):
             called = set().union(*(names_in(ast.parse(source)) for source in sources if f'"{part.name}"' in source))
         for used in part.uses:
             assert used in called, f"{part.name} says it uses {used}, but its reference never calls it"
+
+
+def test_each_priced_mistake_is_one_the_suite_names_by_the_contracts_words(assignment):
+    # The rubric prices a mistake only on the evidence of a check that matched its value: the
+    # suite's hint for it is a Mistake carrying the contract's words, word for word.
+    named = {value.contract for value in vars(import_module(f"reference.hidden.a{assignment.id}.variants")).values()
+             if isinstance(value, Mistake)}
+    assert {mistake for mistake, _ in assignment.deductions} <= named
+
+
+@pytest.mark.parametrize("rubric, complaint", [
+    ('[rubric.deductions]\n"scores not scaled" = 3\n', "not one of the contract's mistakes"),
+    ('[rubric.deductions]\n"a" = -1\n', "0 or more"),
+    ('[rubric.deductions]\n"a" = true\n', "0 or more"),
+    ('[rubric]\nenabled = "no"\n', "true or false"),
+])
+def test_a_malformed_rubric_is_refused_with_what_to_do(tmp_path, rubric, complaint):
+    folder = tmp_path / "09"
+    folder.mkdir()
+    (folder / "assignment.toml").write_text(f'id = "09"\ntitle = "t"\nmodule = "m.py"\nmistakes = ["a"]\n{rubric}\n'
+                                            '[[parts]]\nsignature = "f(x)"\ncontract = "x"\n')
+    with pytest.raises(AssignmentError, match=complaint):
+        Assignment.load(folder)
+
+
+def test_the_rubric_is_the_assignments_own_switch_else_the_courses(tmp_path):
+    def load(course: str, own: str) -> Assignment:
+        (tmp_path / "course.toml").write_text(course)
+        folder = tmp_path / "09"
+        folder.mkdir(exist_ok=True)
+        (folder / "assignment.toml").write_text(f'id = "09"\ntitle = "t"\nmodule = "m.py"\nmistakes = ["a"]\n'
+                                                f'[rubric]\n{own}\n[rubric.deductions]\n"a" = 2\n'
+                                                '[[parts]]\nsignature = "f(x)"\ncontract = "x"\n')
+        return Assignment.load(folder)
+
+    assert load("", "").rubric == {"a": 2.0}
+    assert load("[rubric]\nenabled = false\n", "").rubric == {}
+    assert load("[rubric]\nenabled = false\n", "enabled = true").rubric == {"a": 2.0}
+    assert load("[rubric]\nenabled = true\n", "enabled = false").rubric == {}
