@@ -146,3 +146,14 @@ def test_the_rubric_is_the_assignments_own_switch_else_the_courses(tmp_path):
     assert load("[rubric]\nenabled = false\n", "").rubric == {}
     assert load("[rubric]\nenabled = false\n", "enabled = true").rubric == {"a": 2.0}
     assert load("[rubric]\nenabled = true\n", "enabled = false").rubric == {}
+
+
+def test_each_used_part_has_a_stock_part_to_stand_in_for_it(assignment):
+    # Without one, a used part can never be shown to be a failing part's cause: its own mistake leads.
+    used = {name for part in assignment.contract for name in part.uses}
+    if not used:
+        return
+    assert assignment.stand_ins is not None and assignment.stand_ins.is_file(), assignment.id
+    defined = {node.name for node in ast.parse(assignment.stand_ins.read_text(encoding="utf-8")).body
+               if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
+    assert used <= defined, used - defined
