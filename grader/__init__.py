@@ -19,9 +19,13 @@ __all__ = ["grade", "check", "GradeReport", "SCHEMA_VERSION"]
 
 def __getattr__(name: str):
     if name == "check":  # in a notebook: a part's public tests on its current definitions
-        from grader.student import check_function
+        from grader.core.cells import check_while_graded, loading
 
-        return check_function()
+        if loading():  # a grader is running the notebook, maybe where no other grader file can be read
+            return check_while_graded
+        from grader.student.notebook import check
+
+        return check
     if name == "grade":
         from grader.engine.api import grade
 

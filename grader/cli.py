@@ -22,14 +22,16 @@ import argparse
 import importlib.util
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import NamedTuple
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from grader.core.sanitize import for_terminal
-from grader.engine.options import DEFAULT, DEFAULT_BATCH, DEVICES, EXECUTORS, SANDBOXES, OptionError
+from grader.engine.options import DEFAULT, DEFAULT_BATCH, DEVICES, EXECUTORS, MISSING_SCORES, SANDBOXES, OptionError
 from grader.views.terminal import error_text, plain
 
 EXIT_OK, EXIT_GRADER_ERROR, EXIT_USAGE = 0, 1, 2
@@ -43,20 +45,17 @@ def _error(console: Console, message: object) -> None:
         message = f"--{message.option.replace('_', '-')}: {message}"
     elif isinstance(message, SandboxUnavailable):
         message = f"--sandbox strict: {message}"
-    console.print(error_text(message))
+    # soft_wrap: no line break inside a path, which must stay whole to be copied (the terminal wraps it).
+    console.print(error_text(message), soft_wrap=True)
 
 
 def _say(console: Console, message: object) -> None:
-    console.print(plain(message))
+    console.print(plain(message), soft_wrap=True)
 
 
 def _grade_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="grade", description="Grade a submission of a Transformer course assignment.",
-                                     epilog="Other commands: grade batch ASSIGNMENT FOLDER --out DIR; "
-                                            "grade notebook ASSIGNMENT [--check]; grade public-data ASSIGNMENT... [--check]; "
-                                            "grade report RESULTS [--html FILE]; grade feedback RESULTS; "
-                                            "grade export gradescope|classroom ASSIGNMENT [--out FILE]; "
-                                            "grade release ASSIGNMENT --out DIR")
+                                     epilog=_commands_help(), formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("assignment", type=Path, help="the assignment directory, e.g. assignments/03")
     parser.add_argument("--submission", type=Path, help=".py or .ipynb to grade (default: your working copy)")
     parser.add_argument("--json", type=Path, metavar="FILE", help="write the JSON report here")
@@ -103,6 +102,13 @@ def _batch_parser() -> argparse.ArgumentParser:
     parser.add_argument("--roster", type=Path, metavar="CSV",
                         help="the students: columns student (required), path, name, email, section, canvas_id, "
                              "sis_user_id, sis_login_id (default: one student per folder; see docs/instructors.md)")
+    parser.add_argument("--missing", choices=MISSING_SCORES, default=DEFAULT_BATCH.missing,
+                        help="a student who handed in nothing, in canvas.csv and gradescope.csv: blank (default: the "
+                             "LMS keeps its own missing, excused or extension) or zero; grades.csv says 0 either way")
+    parser.add_argument("--overrides", type=Path, metavar="CSV",
+                        help="the instructor's decisions, applied on every run: columns student, part, score (the "
+                             "part's final points; blank keeps the autograder's), comment, and file (the file the "
+                             "student's grade comes from); see docs/instructors.md")
     parser.add_argument("--canvas-column", metavar="HEADER",
                         help="the assignment's column in canvas.csv, e.g. 'Assignment 03 (12345)' as Canvas's export "
                              "names it (default: a new assignment, 'Assignment ID: TITLE')")
@@ -121,8 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     console = Console(stderr=True)
     if argv[:1] and argv[0] in SUBCOMMANDS:
-        make_parser, run = SUBCOMMANDS[argv[0]]
-        return run(make_parser().parse_args(argv[1:]), console)
+        command = SUBCOMMANDS[argv[0]]
+        return command.run(command.make_parser().parse_args(argv[1:]), console)
     return _grade(_grade_parser().parse_args(argv), console)
 
 
@@ -169,6 +175,8 @@ def _batch(args: argparse.Namespace, console: Console) -> int:
     from grader.core.assignment import AssignmentError
     from grader.core.report import json_text
     from grader.engine.batch import grade_batch
+    from grader.results.folder import ResultsError
+    from grader.results.overrides import OverrideError, Overrides
     from grader.results.students import Roster, RosterError
     from grader.sandbox.isolation import SandboxUnavailable
     from grader.views.class_report import batch_summary
@@ -184,6 +192,11 @@ def _batch(args: argparse.Namespace, console: Console) -> int:
     except RosterError as exc:
         _error(console, f"--roster: {exc}")
         return EXIT_USAGE
+    try:
+        overrides = Overrides.load(args.overrides) if args.overrides else None
+    except OverrideError as exc:
+        _error(console, f"--overrides: {exc}")
+        return EXIT_USAGE
     out = Console()
     progress = _BatchProgress(out)
     try:
@@ -191,15 +204,19 @@ def _batch(args: argparse.Namespace, console: Console) -> int:
             result = grade_batch(args.assignment, args.folder, args.out, jobs=args.jobs, device=args.device,
                                  limits=_limits(args), sandbox=args.sandbox, force=args.force, executor=args.executor,
                                  ray_address=args.ray_address, roster=roster, all_files=args.all_files,
-                                 canvas_column=args.canvas_column, **progress.callbacks)
-    except (AssignmentError, ValueError, SandboxUnavailable) as exc:
+                                 canvas_column=args.canvas_column, missing=args.missing, overrides=overrides,
+                                 **progress.callbacks)
+    except OverrideError as exc:  # the reports graded are kept: the same command, the file fixed, reuses them
+        _error(console, f"--overrides: {exc}")
+        return EXIT_USAGE
+    except (AssignmentError, ResultsError, ValueError, SandboxUnavailable) as exc:
         _error(console, exc)
         return EXIT_USAGE
     except KeyboardInterrupt:
         _say(console, "interrupted: the reports written so far are kept; run the same command to resume")
         return 130
     if out.is_terminal:
-        out.print(batch_summary(result))
+        out.print(batch_summary(result, args.out))
     else:
         # Not a terminal, but perhaps piped to one: ASCII, with every control character escaped.
         print(json_text(result.summary, indent=None, ascii_only=True))
@@ -432,17 +449,33 @@ def _new_assignment(args: argparse.Namespace, console: Console) -> int:
     return EXIT_OK
 
 
-# `grade NAME ...`: each subcommand's parser and handler. Anything else is `grade ASSIGNMENT`.
+class Command(NamedTuple):
+    summary: str  # its line in `grade --help`
+    make_parser: Callable[[], argparse.ArgumentParser]
+    run: Callable[[argparse.Namespace, Console], int]
+
+
+# `grade NAME ...`: each subcommand. Anything else is `grade ASSIGNMENT`.
 SUBCOMMANDS = {
-    "batch": (_batch_parser, _batch),
-    "notebook": (_notebook_parser, _notebook),
-    "public-data": (_public_data_parser, _public_data),
-    "release": (_release_parser, _release),
-    "report": (_report_parser, _report),
-    "feedback": (_feedback_parser, _feedback),
-    "export": (_export_parser, _export),
-    "new-assignment": (_new_assignment_parser, _new_assignment),
+    "batch": Command("grade a folder of submissions, one report each", _batch_parser, _batch),
+    "report": Command("a class report (HTML page, table) from batch results", _report_parser, _report),
+    "feedback": Command("each student's feedback page, from a batch's results", _feedback_parser, _feedback),
+    "export": Command("package the grader for Gradescope or GitHub Classroom", _export_parser, _export),
+    "release": Command("build the student handout: a folder and a zip", _release_parser, _release),
+    "notebook": Command("regenerate the handout notebook from the stub module", _notebook_parser, _notebook),
+    "public-data": Command("regenerate the data the public tests compare with",
+                           _public_data_parser, _public_data),
+    "new-assignment": Command("write the skeleton of a new assignment", _new_assignment_parser, _new_assignment),
 }
+
+
+def _commands_help() -> str:
+    """The epilog of `grade --help`: every command, one line each."""
+    width = max(map(len, SUBCOMMANDS)) + len("grade ")
+    lines = [f"  {'grade ASSIGNMENT':<{width}}  grade one submission (the options above)"]
+    lines += [f"  {'grade ' + name:<{width}}  {command.summary}" for name, command in SUBCOMMANDS.items()]
+    return "commands:\n" + "\n".join(lines) + "\n\n`grade COMMAND --help` shows a command's arguments."
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -45,6 +45,13 @@ def pytest_configure(config: pytest.Config) -> None:
                                        f"{sorted(LAYERS)}; fail instead with REQUIRE_SANDBOX=1")
 
 
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto`` (pyproject's addopts): one worker per CPU this process may run on. xdist's own
+    count is the machine's physical cores where psutil is installed (Ray brings it), which in a
+    container can be many more than it is given."""
+    return len(os.sched_getaffinity(0))
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
     for marker in item.iter_markers("needs_layer"):
         missing = [name for name in marker.args if not LAYERS[name]()]

@@ -11,7 +11,9 @@ end and check that:
 - every submission gets a report of its own whatever its name (too long, or colliding with
   another's report), and one submission's failure is its report, never the batch's;
 - no escape sequence reaches a terminal, no cell of grades.csv is a formula, and no control
-  character reaches results.json or the class report page.
+  character reaches results.json or the class report page;
+- every piece of report text on the HTML pages (feedback and class report) is text, never
+  markup, and no page template may turn escaping off.
 
 Fast unit tests of :mod:`grader.core.sanitize` and of the report-path mapping come first.
 """
@@ -25,19 +27,28 @@ import io
 import json
 import os
 import re
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from jinja2 import nodes
 
 from grader.cli import main
-from grader.core.report import GradeReport, Status, write_atomic
-from grader.core.sanitize import clean, for_csv, for_terminal
+from grader.core.assignment import Assignment
+from grader.core.report import Flag, GradeReport, PartResult, Status, write_atomic
+from grader.core.report import TestResult as Check
+from grader.core.sanitize import clean, csv_text, for_csv, for_terminal
 from grader.engine import batch
 from grader.engine.batch import grade_batch, report_path
 from grader.export.gradescope import run as run_on_gradescope
-from grader.results.folder import read_results
+from grader.results.folder import BatchResult, read_results
+from grader.results.outputs import write_outputs
+from grader.results.students import Roster, handins
+from grader.views.html_templates import ENVIRONMENT
 from reference import as_submission
 from tests.conftest import ASSIGNMENT_03, TEST_LIMITS, mutant, notebook_text
+from tests.test_gradebook import DONE, STUB, write
+from tests.test_gradebook import report as gradebook_report
 
 slow = pytest.mark.slow
 REFERENCE = as_submission("multihead")
@@ -180,7 +191,8 @@ def test_a_batch_with_lone_surrogates_and_undecodable_names_finishes_with_valid_
     rows = list(csv.DictReader((out / "grades.csv").read_bytes().decode("utf-8").splitlines()))
     assert [row["student"] for row in rows] == ["alice", "mallory", "trudy"]
     assert [row["submission"] for row in rows] == ["alice/mha.py", "mallory/mha.py", "trudy/caf\ufffd.py"]
-    assert grade_batch(ASSIGNMENT_03, folder, out, device="cpu", limits=TEST_LIMITS).skipped == 3  # and resumable
+    assert grade_class(folder, out) == 0  # and resumable, with the same options
+    assert json.loads(capsys.readouterr().out)["timing"]["skipped_up_to_date"] == 3
 
 
 @slow
@@ -196,7 +208,7 @@ def test_gradescope_results_of_a_lone_surrogate_are_valid_json(tmp_path):
 
 
 @slow
-def test_names_that_collide_or_overflow_each_get_a_report_that_grade_report_finds(tmp_path):
+def test_names_that_collide_or_overflow_each_get_a_report_that_grade_report_finds(tmp_path, capsys):
     # "hw"'s report was reports/hw.json: the mirror of the folder hw.json/; a 244-byte name
     # left no room for the temporary name a report is written under.
     names = ["hw", "hw.json/notes.txt", "x" * 240 + ".txt"]
@@ -207,7 +219,9 @@ def test_names_that_collide_or_overflow_each_get_a_report_that_grade_report_find
         report = GradeReport.from_dict(strict_json(report_path(out, Path(name))))
         assert report.submission == str(folder / name) and report.status == Status.UNGRADABLE
     assert read_results(out).statistics.submissions == 3
-    assert grade_batch(ASSIGNMENT_03, folder, out, device="cpu", limits=TEST_LIMITS).skipped == 3
+    capsys.readouterr()
+    assert grade_class(folder, out) == 0  # every report is found again: nothing regraded
+    assert json.loads(capsys.readouterr().out)["timing"]["skipped_up_to_date"] == 3
 
 
 # ---- 3. one submission's failure is its report ----------------------------------------
@@ -215,10 +229,10 @@ def test_names_that_collide_or_overflow_each_get_a_report_that_grade_report_find
 
 @slow
 def test_a_submission_whose_grading_cannot_start_gets_a_grader_error_and_the_batch_goes_on(tmp_path, monkeypatch):
-    def start_grading(assignment, submission, **kwargs):
+    def start_grading(assignment, submission, *args, **kwargs):
         if "bob" in str(submission):
             raise OSError(errno.EAGAIN, "fork: Resource temporarily unavailable")
-        return batch_start_grading(assignment, submission, **kwargs)
+        return batch_start_grading(assignment, submission, *args, **kwargs)
 
     batch_start_grading = batch.start_grading
     monkeypatch.setattr(batch, "start_grading", start_grading)
@@ -352,3 +366,86 @@ def test_the_class_report_page_has_no_control_characters(escaping_class, tmp_pat
     assert main(["report", str(results), "--html", str(tmp_path / "class.html")]) == 0
     page = (tmp_path / "class.html").read_text(encoding="utf-8")
     assert "still a stub (?[2J?[H?]52;" in page and not CONTROL.search(page)
+
+
+# Markup, an attribute's end, an entity and control characters; no "/", so that a folder or
+# a file may be named so.
+HTML_ATTACK = '<img src=x onerror="alert(1)"> &amp; \x1b[2J\x9b'
+# Everything the two pages' layout is made of: an element or attribute that report text
+# smuggled in would be another.
+PAGE_ELEMENTS = {"html", "head", "meta", "title", "style", "body", "h1", "h2", "h3", "p", "br", "ul", "li", "pre",
+                 "code", "div", "table", "thead", "tbody", "tfoot", "tr", "th", "td", "a", "figure", "figcaption",
+                 "svg", "rect", "line", "text"}
+PAGE_ATTRIBUTES = {"lang", "charset", "name", "content", "class", "href", "width", "height", "viewbox", "role",
+                   "aria-label", "x", "y", "x1", "x2", "y1", "y2", "stroke", "text-anchor"}
+
+
+def attack(field: str) -> str:
+    return f"{HTML_ATTACK} {field}"
+
+
+class Elements(HTMLParser):
+    """A page's elements and attributes, and the text a reader sees (an SVG's label included)."""
+
+    def __init__(self, page: str) -> None:
+        super().__init__()
+        self.elements, self.attributes, self.text = set(), set(), []
+        self.feed(page)
+
+    def handle_starttag(self, tag, attrs):
+        self.elements.add(tag)
+        self.attributes |= {name for name, _ in attrs}
+        self.text += [value for name, value in attrs if name == "aria-label"]
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+def test_report_text_on_both_html_pages_is_text(tmp_path):
+    # A student whose id, name, file and every text of their report is an attack, a part of
+    # that name, a classmate whose file is ungradable, and a file under reports/ that is no report.
+    assignment = Assignment.load(ASSIGNMENT_03)
+    graded = f"s/{attack('file')}.py"
+    files = write(tmp_path / "class", {graded: DONE, "s/other.py": STUB, "u/notes.txt": "not a submission"})
+    hostile = gradebook_report(graded, assignment, {"split_heads": 1.0},
+                               hints={"split_heads": f"{attack('hint')}\n{attack('second line')}"})
+    hostile.parts.append(PartResult(attack("part"), 0.0, 1.0, attack("part hint"), [
+        Check(attack("test"), "failed", attack("message"), attack("test hint"), 0.0, 1.0)]))
+    hostile.notes, hostile.output = [attack("note")], attack("output")
+    hostile.flags = [Flag(attack("kind"), attack("where"), attack("detail"))]
+    ungradable = gradebook_report("u/notes.txt", assignment, status=Status.UNGRADABLE)
+    ungradable.error = attack("error")
+    reports = {Path(graded): hostile, Path("s/other.py"): gradebook_report("s/other.py", assignment),
+               Path("u/notes.txt"): ungradable}
+    roster = Roster.parse(csv_text([["student", "name", "path"], [attack("id"), attack("name"), "s"], ["u", "", "u"]]))
+    out = tmp_path / "results"
+    for relative, report in reports.items():
+        report.write_json(report_path(out, relative))
+    (out / "reports" / f"{attack('skipped')}.json").write_text("not a report")
+    write_outputs(BatchResult(assignment, reports, 3, 0, 1.0, handins(files, tmp_path / "class", assignment, roster)), out)
+    assert main(["feedback", str(out)]) == 0 and main(["report", str(out)]) == 0
+
+    [feedback] = [page.read_text(encoding="utf-8") for page in (out / "feedback").glob("*.html") if page.name != "u.html"]
+    class_page = (out / "report.html").read_text(encoding="utf-8")
+    for page, fields in [
+        (feedback, ["name", "file", "hint", "second line", "part", "test", "message", "test hint", "note", "output"]),
+        (class_page, ["id", "name", "file", "hint", "part", "test", "error", "kind", "where", "detail", "skipped"]),
+    ]:
+        seen = Elements(page)
+        assert seen.elements <= PAGE_ELEMENTS and seen.attributes <= PAGE_ATTRIBUTES
+        assert not CONTROL.search(page)
+        text = "".join(seen.text)
+        assert [field for field in fields if for_terminal(attack(field)) not in text] == []
+    assert "br" in Elements(feedback).elements  # the hint's second line, on a line of its own
+
+
+def test_no_page_template_turns_escaping_off():
+    # What the attack above cannot reach: a field it does not fill, in a template to come.
+    templates = ENVIRONMENT.list_templates()
+    assert {"feedback.html.j2", "class_report.html.j2"} <= set(templates)
+    for name in templates:
+        assert ENVIRONMENT.autoescape is True or ENVIRONMENT.autoescape(name), name
+        source, _, _ = ENVIRONMENT.loader.get_source(ENVIRONMENT, name)
+        tree = ENVIRONMENT.parse(source)
+        assert not [node for node in tree.find_all(nodes.Filter) if node.name == "safe"], name
+        assert not list(tree.find_all(nodes.ScopedEvalContextModifier)), name  # {% autoescape false %}

@@ -10,17 +10,18 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from grader.cli import main
-from grader.core.report import SCHEMA_VERSION
+from grader.core.report import SCHEMA_VERSION, GradeReport, Status
 from grader.engine.api import grade
 from grader.engine.batch import grade_batch
 from grader.results import folder
 from grader.results.class_stats import student_statistics
-from grader.results.folder import read_results, report_path
+from grader.results.folder import ResultsError, read_results, report_path
 from grader.results.submissions import discover
 from grader.sandbox.cgroups import SubmissionCgroup
 from grader.sandbox.zygote import ZygoteServer
@@ -32,7 +33,7 @@ REFERENCE = as_submission("multihead")
 
 
 def run(folder: Path, out: Path, **kwargs):
-    return grade_batch(ASSIGNMENT_03, folder, out, jobs=2, device="cpu", limits=TEST_LIMITS, **kwargs)
+    return grade_batch(ASSIGNMENT_03, folder, out, **{"jobs": 2, "device": "cpu", "limits": TEST_LIMITS, **kwargs})
 
 
 def test_every_file_gets_a_report_and_same_names_stay_apart(class_folder, tmp_path):
@@ -162,8 +163,10 @@ def test_a_students_many_copies_cost_the_batch_one_grading_unless_all_files_are_
     assert mallory["submission"] == "mallory/mha.py" and mallory["not_graded"] == sorted(copies)
     assert summary["not_graded"] == 11 and summary["submissions"] == 6 and summary["also_handed_in"] == 0
     row = next(row for row in csv.DictReader((out / "grades.csv").open()) if row["student"] == "mallory")
-    assert row["status"] == "graded" and "also handed in, not graded: mallory/mha (1).py" in row["note"]
-    assert read_results(out).statistics == run(class_folder, out).class_results.statistics  # the class report counts the same
+    assert row["status"] == "graded" and row["other_files"].startswith("mallory/mha (1).py not graded; ")
+    again = run(class_folder, out)  # other limits than the command's: every file is graded again
+    assert again.summary["regraded"] == {"options changed": 6}
+    assert read_results(out).statistics == again.class_results.statistics  # the class report counts the same
 
     assert main([*argv, "--all-files"]) == 0  # the eleven others are graded too, and counted apart
     summary = json.loads((out / "summary.json").read_text())
@@ -186,13 +189,13 @@ def test_a_class_with_duplicates_strays_and_a_roster_gives_one_row_per_student(c
     assert main(argv) == 0
     rows = {row["student"]: row for row in csv.DictReader((out / "grades.csv").open())}
     assert list(rows) == ["alice", "bob", "carol", "dave", "erin", "zack", "stray"]
-    assert rows["bob"]["submission"] == "bob/mha.py" and "also handed in, not graded: bob/mha.ipynb" in rows["bob"]["note"]
+    assert rows["bob"]["submission"] == "bob/mha.py" and rows["bob"]["other_files"] == "bob/mha.ipynb not graded"
     assert rows["zack"]["status"] == "missing" and rows["zack"]["hint"] == "no submission"
     assert rows["erin"]["status"] == "ungradable" and "not a submission" in rows["erin"]["hint"]
     assert "not on the roster" in rows["stray"]["note"]
     canvas = list(csv.reader((out / "canvas.csv").open()))
     assert canvas[1][0] == "Points Possible" and len(canvas) == 2 + 6  # every student on the roster, none else
-    assert {line[1]: line[-1] for line in canvas[2:]}["16"] == "0"
+    assert {line[1]: line[-1] for line in canvas[2:]}["16"] == ""  # zack handed in nothing: blank (--missing blank)
     summary = json.loads(capsys.readouterr().out)
     assert summary["students"]["count"] == 7 and summary["students"]["missing"] == 1
     assert summary["students"]["not_on_roster"] == 1 and summary["students"]["mean_score"] < summary["score"]["mean"]
@@ -232,3 +235,72 @@ def test_killing_the_grader_leaves_no_process_behind(class_folder, tmp_path):
     left = [*Path(tempfile.gettempdir()).glob(f"submission-{grader.pid}-*"),
             *(path for cgroup in SubmissionCgroup.existing(f"submission-{grader.pid}-*") for path in cgroup.directories)]
     assert left == []
+
+
+# ---- a report is reused only while nothing that decides it has changed ------------------------
+
+
+def test_other_options_regrade_every_report_keep_the_old_ones_and_say_why(class_folder, tmp_path):
+    out = tmp_path / "results"
+    first = run(class_folder, out)
+    assert first.summary["regraded"] == {} and first.graded == 5
+    assert run(class_folder, out).graded == 0  # nothing changed: nothing graded
+    longer = replace(TEST_LIMITS, cell_timeout_s=TEST_LIMITS.cell_timeout_s + 1)
+    again = run(class_folder, out, limits=longer)
+    assert again.graded == 5 and again.summary["regraded"] == {"options changed": 5}
+    assert again.summary["changes"] == []  # the same scores: no student's moved
+    assert (out / "changes.csv").read_text().splitlines() == ["student,old_score,new_score,parts,why"]
+    kept = {path.name: json.loads(path.read_text()) for path in (out / "history").glob("*/*.json")}
+    assert kept == {report_path(out, relative).name: report.to_dict() for relative, report in first.reports.items()}
+    assert run(class_folder, out, limits=longer, force=True).summary["regraded"] == {"--force": 5}
+
+
+def test_a_results_folder_of_another_assignment_stops_the_batch_before_anything_is_written(class_folder, tmp_path):
+    out = tmp_path / "results"
+    GradeReport(assignment="04", submission="alice/mha.py", status=Status.GRADED, error=None, score=26.0, max_score=26.0,
+                device="cpu", duration_s=1.0, grader_version="test", parts=[]).write_json(
+        report_path(out, Path("alice/mha.py")))
+    before = {path: path.read_bytes() for path in out.rglob("*") if path.is_file()}
+    with pytest.raises(ResultsError, match="assignment 04, not 03"):
+        run(class_folder, out)
+    assert main(["batch", str(ASSIGNMENT_03), str(class_folder), "--out", str(out)]) == 2
+    assert {path: path.read_bytes() for path in out.rglob("*") if path.is_file()} == before
+
+
+@pytest.mark.slow
+def test_a_test_whose_points_change_regrades_the_class_and_changes_csv_says_who_moved(tmp_path):
+    # The reference as an instructor edits it mid-term: a copy, found before the installed one.
+    copy = tmp_path / "course"
+    shutil.copytree(ROOT / "reference", copy / "reference", ignore=shutil.ignore_patterns("__pycache__"))
+    folder, out = tmp_path / "submissions", tmp_path / "results"
+    (folder / "alice").mkdir(parents=True)
+    (folder / "alice/mha.py").write_text(as_submission("multihead"))
+    (folder / "bob").mkdir()
+    (folder / "bob/mha.py").write_text((ASSIGNMENT_03 / "mha.py").read_text())  # the stub: 0 everywhere
+
+    def batch() -> dict:
+        done = subprocess.run([sys.executable, "-m", "grader.cli", "batch", str(ASSIGNMENT_03), str(folder),
+                               "--out", str(out), "--device", "cpu"], cwd=tmp_path, capture_output=True, text=True,
+                              env={**os.environ, "PYTHONPATH": str(copy)}, timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
+        return json.loads((out / "summary.json").read_text())
+
+    first = batch()
+    alice = next(line for line in first["gradebook"] if line["student"] == "alice")
+    combine_heads = next(part["score"] for part in json.loads((out / alice["report"]).read_text())["parts"]
+                         if part["id"] == "combine_heads")
+    suite_test = copy / "reference/hidden/a03/test_combine_heads.py"
+    marker = '@pytest.mark.part("combine_heads", points=2)'
+    assert marker in suite_test.read_text()
+    suite_test.write_text(suite_test.read_text().replace(marker, marker.replace("points=2", "points=5")))
+    second = batch()
+    assert second["regraded"] == {"suite changed": 2}
+    rows = list(csv.DictReader((out / "changes.csv").open()))
+    assert rows == [{"student": "alice", "old_score": f"{alice['score']:g}", "new_score": f"{alice['score'] + 3:g}",
+                     "parts": f"combine_heads {combine_heads:g} -> {combine_heads + 3:g}", "why": "suite changed"}]
+    # bob's 0 did not move: no row
+    assert [row["student"] for row in csv.DictReader((out / "history/changes.csv").open())] == ["alice"]
+    assert len(list((out / "history").glob("*/*.json"))) == 2  # the replaced reports, kept
+    third = batch()
+    assert third["regraded"] == {} and third["changes"] == []
+    assert len((out / "changes.csv").read_text().splitlines()) == 1  # a run that changed nothing: no rows

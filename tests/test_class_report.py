@@ -124,6 +124,23 @@ def test_histogram_bins_hold_every_score_once(values, max_score, lows, counts):
     assert bins[-1].high is None and all(b.high == pytest.approx(next_.low) for b, next_ in zip(bins, bins[1:]))
 
 
+@pytest.mark.parametrize("max_score, labels", [
+    (4, ["0", "1", "2", "3", "4"]),  # a point wide: 2 holds 2 up to 3
+    (12, ["0–<2", "2–<4", "4–<6", "6–<8", "8–<10", "10–<12", "12"]),  # a 3 is in 2–<4, never in a bin labelled 2
+    (26, ["0–<3", "3–<6", "6–<9", "9–<12", "12–<15", "15–<18", "18–<21", "21–<24", "24–<26", "26"]),
+    (1.5, ["0", "1", "1.5"]),
+])
+def test_histogram_bins_are_labelled_by_the_scores_they_hold(max_score, labels):
+    assert [b.label for b in histogram(Scores([], max_score))] == labels
+
+
+def test_the_plots_label_each_bar_with_its_bins_range(results):
+    page = render_html(read_results(results))
+    total = page[page.index("<svg"):page.index("</svg>")]  # out of 12: bins 2 points wide
+    assert re.findall(r'class="tick">([^<]*)</text>', total) == [
+        "0–&lt;2", "2–&lt;4", "4–&lt;6", "6–&lt;8", "8–&lt;10", "10–&lt;12", "12"]
+
+
 def test_class_data_counts_statuses_scores_and_mistakes(results):
     data = read_results(results)
     stats = data.statistics
@@ -201,7 +218,7 @@ def test_page_plots_every_histogram_and_the_mistakes(results):
 def test_page_escapes_report_text(results):
     page = render_html(read_results(results))
     assert "<script" not in page
-    assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt; &amp; friends" in page
+    assert "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; friends" in page
     mistakes = Page(page).plots[1]
     assert any(bar["title"].endswith(SCRIPT_HINT) for bar in mistakes["bars"])  # what a reader sees
 

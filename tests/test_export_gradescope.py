@@ -14,12 +14,13 @@ import pytest
 
 from grader.cli import main
 from grader.core.assignment import Assignment, reference_dir
+from grader.core.fingerprint import GRADER_DIR, reference_files, source_files
 from grader.core.report import GradeReport, PartResult, Status
 from grader.core.report import TestResult as Result  # not Test*: pytest would try to collect it
 from grader.export.gradescope import Visibility, find_submission, run, to_gradescope
 from grader.export.gradescope import main as run_main
 from grader.export.gradescope_metadata import METADATA, is_late
-from grader.export.gradescope_zip import GRADER_DIR, build_autograder, reference_files, source_files
+from grader.export.gradescope_zip import build_autograder
 from reference import as_submission
 from tests.conftest import ASSIGNMENT_03, ASSIGNMENTS, notebook_text
 

@@ -3,6 +3,7 @@ Quick: a results folder written from made-up reports; one test renders the pages
 
 from __future__ import annotations
 
+import html
 import re
 from dataclasses import replace
 from html.parser import HTMLParser
@@ -17,9 +18,10 @@ from grader.core.report import Flag, Status
 from grader.core.report import TestResult as Check
 from grader.results.folder import BatchResult, read_results, report_path
 from grader.results.outputs import write_outputs
-from grader.results.students import Roster, handins
+from grader.results.students import FILE_RULE, Roster, handins
 from grader.views.class_report import render_html
-from grader.views.feedback_pages import page_blocks, page_name, render_markdown, write_feedback
+from grader.views import feedback_pages
+from grader.views.feedback_pages import Heading, page_blocks, page_name, render_markdown, write_feedback
 from tests.conftest import ASSIGNMENT_03
 from tests.test_class_report import chromium
 from tests.test_gradebook import DONE, STUB, report, write
@@ -77,7 +79,10 @@ def test_the_page_says_the_score_each_part_each_failing_check_the_notes_in_order
     text = "".join(seen.text)
     assert seen.active == []  # the hint's <script> and link are text
     assert f"Score: {2.0 * 3 - 1:g} / 6" in text
-    assert "Graded: lea/mha.ipynb. graded lea/mha.ipynb, the one with the fewest stubs left" in text
+    # Said once, and the rule that chose the file in its own words; her other file not graded.
+    assert "Graded: lea/mha.ipynb\n" in text and text.count("lea/mha.ipynb") == 1
+    assert f"You handed in several files; the one graded is, {FILE_RULE}." in text
+    assert "lea/mha.py" in text and "not graded" in text
     assert HOSTILE in text and GOT_EXPECTED in text and "test_shape" not in text  # failing checks only
     notes = [text.index(note) for note in ("cell 3 is tagged", "cell 9 raised", "loading took long")]
     assert notes == sorted(notes)  # as the notebook shows its cells
@@ -92,6 +97,15 @@ def test_markdown_says_the_same_and_nothing_in_it_is_markup(results):
     fence = re.search(r"^(`{5,})text\nprinted ```` four backticks\nand `one`\n\1$", markdown, re.M)
     assert fence, "the output's fence must be longer than any run of backticks in it"
     assert "| MultiHeadAttention | 1 / 2 |" in markdown
+
+
+def test_the_title_is_the_first_heading_as_text():
+    # A <title> holds text only: a line break in a student's folder name written there as <br>
+    # shows as "<br>" in the browser's tab.
+    heading = "Assignment 03: feedback for <i>lea</i>\nsecond line"
+    page = feedback_pages.render_html([Heading(1, heading), Heading(2, "Parts")])
+    title = re.search(r"<title>(.*)</title>", page, re.S).group(1)
+    assert "<" not in title and html.unescape(title) == heading
 
 
 def test_students_without_a_graded_file_get_a_page_that_says_why(results):

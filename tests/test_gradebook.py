@@ -9,14 +9,16 @@ import json
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from grader.core.assignment import Assignment
 from grader.core.report import Flag, GradeReport, PartResult, Status
 from grader.results.folder import BatchResult, prune_reports, read_results, report_path
 from grader.results.lms_gradebooks import canvas_gradebook, gradescope_gradebook
 from grader.results.outputs import gradebook_csv, write_outputs
-from grader.results.students import Roster, RosterError, handed_in_name, handins
-from tests.conftest import ASSIGNMENT_03
+from grader.results.students import FILE_RULE, Roster, RosterError, canvas_name, handed_in_name, handins
+from grader.views.class_report import batch_summary
+from tests.conftest import ASSIGNMENT_03, ROOT
 
 STUB = "def split_heads(x, h):\n    raise NotImplementedError\n"
 DONE = "def split_heads(x, h):\n    return x\n"
@@ -52,13 +54,18 @@ def test_one_student_per_folder_and_the_file_with_most_work_is_graded(tmp_path, 
     assert list(found) == ["lea", "max", "nina", "omar"]
     lea = found["lea"]
     assert lea.graded == Path("lea/mha.ipynb")  # named like the handout, and fewer stubs than mha.py
-    assert "fewest stubs" in lea.note and "also handed in, not graded: lea/mha.py, lea/scratch.py" in lea.note
+    assert lea.note == f"graded lea/mha.ipynb by the rule: {FILE_RULE}"
     assert lea.not_graded == (Path("lea/mha.py"), Path("lea/scratch.py"))  # only the file graded for her is graded
     assert found["max"].note == "" and found["max"].graded == Path("max/mha.py") and found["max"].not_graded == ()
     assert found["nina"].graded == Path("nina/README.txt")  # its report says why it is ungradable
     assert found["omar"].graded == Path("omar.py")
     every = {handin.student.id: handin for handin in handins(files, tmp_path, assignment, all_files=True)}["lea"]
-    assert every.graded == lea.graded and every.not_graded == () and "also handed in: lea/mha.py" in every.note
+    assert every.graded == lea.graded and every.not_graded == () and every.note == lea.note
+
+
+def test_the_rule_that_chooses_a_students_file_is_stated_in_the_instructors_docs_in_its_own_words():
+    docs = " ".join((ROOT / "docs" / "instructors.md").read_text(encoding="utf-8").split())
+    assert f"The file graded is, {FILE_RULE}." in docs
 
 
 def test_on_a_tie_the_module_is_graded_as_grade_picks_it(tmp_path, assignment):
@@ -74,7 +81,33 @@ def test_a_canvas_download_is_one_student_per_user_id(tmp_path, assignment):
     jane = found["1234"]
     assert jane.student.canvas_id == "1234" and jane.student.name == "smithjane"
     assert jane.graded == Path("smithjane_LATE_1234_501_mha-1.py") and jane.late and "late" in jane.note
-    assert handed_in_name(Path("smithjane_LATE_1234_501_mha-1.py")) == "mha.py"
+    assert handed_in_name(Path("smithjane_LATE_1234_501_mha-1.py"), assignment) == "mha.py"
+    book = {row["student"]: row for row in rows(gradebook_csv(BatchResult(assignment, {}, 0, 0, 1.0, list(found.values()))))}
+    assert (book["1234"]["late"], book["77"]["late"]) == ("late", "")
+
+
+@pytest.mark.parametrize("filename, name, user, late, file, ambiguous", [
+    ("doe_jane_LATE_12345_67890_mha.py", "doe_jane", "12345", True, "mha.py", False),
+    ("van_der_berg_anna_77_88_mha-2.ipynb", "van_der_berg_anna", "77", False, "mha.ipynb", False),
+    ("smithjane_1234_500_mha.py", "smithjane", "1234", False, "mha.py", False),
+    # Digits in the name: three splits, one whose file is the assignment's.
+    ("ann_1_2_3_4_mha.py", "ann_1_2", "3", False, "mha.py", False),
+    # No split whose file is the assignment's, and two splits: read as the shortest name, and said.
+    ("ann_1_2_3_notes.txt", "ann", "1", False, "3_notes.txt", True),
+])
+def test_canvas_download_names_are_read_with_underscores_in_the_name(filename, name, user, late, file, ambiguous):
+    read = canvas_name(filename, ("mha.py", "mha.ipynb"))
+    assert (read.name, read.user, read.late, read.file, read.ambiguous) == (name, user, late, file, ambiguous)
+
+
+def test_a_canvas_name_that_splits_two_ways_is_said_in_the_note_and_the_batch_view(tmp_path):
+    assignment = Assignment.load(ASSIGNMENT_03)
+    files = write(tmp_path, {"ann_1_2_3_notes.txt": "my notes"})
+    (handin,) = handins(files, tmp_path, assignment)
+    assert handin.ambiguous and "splits more than one way" in handin.note
+    console = Console(record=True, width=200)
+    console.print(batch_summary(BatchResult(assignment, {}, 0, 0, 1.0, [handin])))
+    assert "Canvas file names that split more than one way, read as the students 1" in console.export_text()
 
 
 ROSTER = """\ufeffStudent,Path,Name,Email,SIS User ID,ID,Section
@@ -153,14 +186,16 @@ def test_gradebook_has_one_row_per_student_with_points_parts_and_the_costliest_h
     table = {row["student"]: row for row in rows(gradebook_csv(batch))}
     assert list(table) == ["lea", "max", "zoe", "stray"]
     lea = table["lea"]
-    assert lea["submission"] == "lea/mha.ipynb" and "also handed in: lea/mha.py" in lea["note"]
+    assert lea["submission"] == "lea/mha.ipynb" and lea["note"] == f"graded lea/mha.ipynb by the rule: {FILE_RULE}"
+    assert lea["other_files"] == "lea/mha.py 0 / 6"  # graded too (--all-files), and abandoned
     assert float(lea["score"]) == sum(float(lea[part]) for part in assignment.parts) == 2.0 * len(assignment.parts) - 2
     assert float(lea["points_possible"]) == 2.0 * len(assignment.parts)
     # MultiHeadAttention lost 1.5, split_heads 0.5; a formula-looking hint stays text.
     assert lea["hint"] == "MultiHeadAttention: =scale by sqrt(d_k)"
     assert table["max"]["status"] == "ungradable" and table["max"]["score"] == "0"
     assert "not a submission" in table["max"]["hint"]
-    assert table["zoe"]["status"] == "missing" and table["zoe"]["score"] == "0"
+    assert table["zoe"]["status"] == "missing" and table["zoe"]["score"] == "0"  # 0 here, with the reason
+    assert [table[student]["late"] for student in ("lea", "max", "zoe", "stray")] == ["", "", "", ""]
     assert table["zoe"]["hint"] == "no submission" and table["zoe"]["name"] == "Zoe Zu"
     assert all(table["zoe"][part] == "0" for part in assignment.parts)
     assert "not on the roster" in table["stray"]["note"]
@@ -174,7 +209,10 @@ def test_canvas_gradebook_imports_as_canvas_documents_it(batch, assignment):
     assert lines[1][0] == "Points Possible" and float(lines[1][-1]) == 2.0 * len(assignment.parts)
     by_name = {line[0]: line for line in lines[2:]}
     assert by_name["Lea Lo"][1:5] == ["101", "S1", "", "A"]
-    assert float(by_name["Zoe Zu"][-1]) == 0  # handed in nothing
+    assert by_name["Zoe Zu"][-1] == ""  # handed in nothing: blank, so Canvas keeps its missing or excused
+    assert by_name["Max Mo"][-1] == "0"  # ungradable: a 0 the instructor can explain
+    zero = {line[0]: line for line in csv.reader(io.StringIO(canvas_gradebook(batch, missing_zero=True).text))}
+    assert zero["Zoe Zu"][-1] == "0"
     # Not the student who is not on the roster: with no Canvas or SIS id, Canvas cannot match them.
     assert set(by_name) == {"Lea Lo", "Max Mo", "Zoe Zu"} and book.left_out == ["stray"]
     assert canvas_gradebook(batch, "Assignment 03 (12345)").text.splitlines()[0].endswith("Assignment 03 (12345)")
@@ -184,7 +222,8 @@ def test_gradescope_gradebook_matches_by_email_or_sid(batch):
     book = gradescope_gradebook(batch)
     table = rows(book.text)
     assert [row["Name"] for row in table] == ["Lea Lo", "Max Mo", "Zoe Zu"]
-    assert table[0] == {"Name": "Lea Lo", "Email": "lea@uni.edu", "SID": "S1", "Score": table[0]["Score"]}
+    assert table[0] == {"Name": "Lea Lo", "Email": "lea@uni.edu", "SID": "S1", "Score": "4", "Overrides": ""}
+    assert table[2]["Score"] == "" and rows(gradescope_gradebook(batch, missing_zero=True).text)[2]["Score"] == "0"
     assert book.left_out == ["stray"]
 
 

@@ -58,6 +58,18 @@ def test_hidden_suite_grades_exactly_the_contract_parts(assignment):
     assert marked == set(assignment.parts)
 
 
+def test_notebook_checks_each_part_right_after_its_stub(assignment):
+    """A student runs check("Part") below the cell they just wrote, and check() for all at the end."""
+    code = [cell.source for cell in load_submission(assignment.notebook_path).cells]
+    defines = {node.name: index for index, source in enumerate(code)
+               for node in ast.parse(source).body if hasattr(node, "name")}
+    stubbed = [part for part in assignment.parts if part not in assignment.parts_without_stub]
+    assert {part: code[defines[part] + 1] for part in stubbed} == {part: f'check("{part}")' for part in stubbed}
+    first_check = min(index for index, source in enumerate(code) if source.startswith("check("))
+    assert any(source.startswith("from grader import check") for source in code[:first_check])
+    assert code[-1] == "check()"
+
+
 def _run_public_tests(assignment: Assignment, module_source: str, tmp_path: Path) -> subprocess.CompletedProcess:
     for path in assignment.directory.glob("test_*"):  # the public tests and the data they compare with
         shutil.copy(path, tmp_path)

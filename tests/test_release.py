@@ -11,11 +11,14 @@ import sys
 import sysconfig
 import tomllib
 import zipfile
+from importlib.metadata import distribution
 from pathlib import Path
 
 import nbformat
 import pytest
 import torch
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 from safetensors.torch import load_file, save_file
 
 from grader.cli import EXIT_GRADER_ERROR, EXIT_OK, main
@@ -98,11 +101,17 @@ def test_bundle_holds_the_handout_and_an_installable_student_grader(bundle):
     requirements = {re.split(r"[<>=\[]", requirement)[0] for requirement in project["dependencies"]}
     # safetensors reads the data the public tests compare with; nothing of the grader's engine is needed.
     assert {"torch", "pytest", "pytest-json-report", "safetensors"} <= requirements and "jsonschema" not in requirements
+    # What torch wants: without numpy every run says "Failed to initialize NumPy".
+    assert "numpy" in requirements
+    # What opens and runs the notebook: a kernel in the handout's environment, and a front end.
+    notebook_extra = {re.split(r"[<>=\[]", requirement)[0] for requirement in project["optional-dependencies"]["notebook"]}
+    assert notebook_extra == {"ipykernel", "jupyterlab"}
     readme = " ".join(held["README.md"].decode().split())
     assert "pip install -e ." in readme and f"grade {HANDOUT}" in readme and HIDDEN_NOTE in readme
     # The CPU wheel the course is tested with, pinned, before the grader: an unpinned torch resolves a GPU build.
     assert readme.index(f"torch=={TORCH_VERSION} --index-url {TORCH_CPU_INDEX}") < readme.index("pip install -e .")
     assert 'from grader import check check("MultiHeadAttention")' in readme
+    assert ".venv/bin/pip install -e '.[notebook]'" in readme and f"jupyter lab {HANDOUT}/mha.ipynb" in readme
     assert "def __getattr__" in held["grader/__init__.py"].decode() and "grader/student/notebook.py" in held
 
 
@@ -277,11 +286,37 @@ def test_every_public_test_of_the_course_counts_for_a_part():
 # ---- the student's grader, from the unpacked zip, without the reference ---------------------
 
 
-def student_python(bundle: Path, *args: str) -> subprocess.CompletedProcess:
+@pytest.fixture(scope="module")
+def declared_site(unpacked, tmp_path_factory) -> Path:
+    """A site-packages of what the handout's pyproject declares, and what that requires in turn,
+    linked from this environment: what `pip install -e .` gives a student, and nothing else."""
+    purelib = Path(sysconfig.get_paths()["purelib"])
+    site = tmp_path_factory.mktemp("declared-site")
+    project = tomllib.loads((unpacked / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    pending, seen = [Requirement(text) for text in project["dependencies"]], set()
+    while pending:
+        requirement = pending.pop()
+        name = canonicalize_name(requirement.name)
+        if (name, frozenset(requirement.extras)) in seen:
+            continue
+        seen.add((name, frozenset(requirement.extras)))
+        found = distribution(name)
+        for text in found.requires or []:
+            wanted = Requirement(text)
+            if wanted.marker is None or any(wanted.marker.evaluate({"extra": extra})
+                                            for extra in ("", *requirement.extras)):
+                pending.append(wanted)
+        for top in {Path(file).parts[0] for file in found.files or [] if not str(file).startswith("..")}:
+            if (purelib / top).exists() and not (site / top).exists():
+                (site / top).symlink_to(purelib / top)
+    return site
+
+
+def student_python(bundle: Path, site: Path, *args: str) -> subprocess.CompletedProcess:
     """Python as in a student's environment: -S skips site processing, so the editable
-    install that makes `reference` importable here is not loaded; the bundle and this
-    environment's packages (torch, pytest, rich) are on the path."""
-    path = os.pathsep.join([str(bundle), sysconfig.get_paths()["purelib"]])
+    install that makes `reference` importable here is not loaded; the bundle and what the
+    handout's pyproject installs (``declared_site``) are on the path."""
+    path = os.pathsep.join([str(bundle), str(site)])
     return subprocess.run([sys.executable, "-S", *args], capture_output=True, text=True, cwd=bundle, timeout=300,
                           env={"PYTHONPATH": path, "COLUMNS": "150", "PATH": os.environ.get("PATH", "/usr/bin:/bin")})
 
@@ -292,29 +327,38 @@ def student_copy(unpacked, tmp_path) -> Path:
 
 
 @pytest.mark.slow
-def test_bundle_grader_imports_without_the_reference(unpacked):
-    assert "No module named 'reference'" in student_python(unpacked, "-c", "import reference").stderr
+def test_bundle_grader_imports_without_the_reference(unpacked, declared_site):
+    assert "No module named 'reference'" in student_python(unpacked, declared_site, "-c", "import reference").stderr
     modules = [".".join(path.relative_to(unpacked).with_suffix("").parts).removesuffix(".__init__")
                for path in (unpacked / "grader").rglob("*.py")]
     assert len(modules) > 5
-    imported = student_python(unpacked, "-c", f"import sys, {', '.join(modules)}; print(sorted(sys.modules))")
+    imported = student_python(unpacked, declared_site, "-c", f"import sys, {', '.join(modules)}; print(sorted(sys.modules))")
     assert imported.returncode == 0, imported.stderr
     assert "grader.student.grade" in imported.stdout and "reference" not in imported.stdout
     assert "'torch'" not in imported.stdout  # the student's code and torch run in pytest's process only
 
 
 @pytest.mark.slow
-def test_student_grade_of_the_stub_fails_every_public_test(unpacked):
-    result = student_python(unpacked, "-m", "grader.student.grade", HANDOUT)
+def test_the_handout_installs_what_torch_wants(unpacked, declared_site):
+    # Without numpy, every process that imports torch (the public tests', the notebook's kernel)
+    # says "Failed to initialize NumPy", and safetensors cannot read the public tests' data.
+    result = student_python(unpacked, declared_site, "-c", "import torch, safetensors.torch; print(torch.zeros(2).numpy())")
+    assert result.returncode == 0 and result.stdout.strip() == "[0. 0.]", result.stderr
+    assert "NumPy" not in result.stderr, result.stderr
+
+
+@pytest.mark.slow
+def test_student_grade_of_the_stub_fails_every_public_test(unpacked, declared_site):
+    result = student_python(unpacked, declared_site, "-m", "grader.student.grade", HANDOUT)
     assert result.returncode == 0, result.stderr
     assert re.search(r"total\s*│\s*0 / 7", result.stdout), result.stdout
     assert "not implemented" in result.stdout and HIDDEN_NOTE in result.stdout
 
 
 @pytest.mark.slow
-def test_student_grade_of_the_reference_passes_every_public_test(student_copy):
+def test_student_grade_of_the_reference_passes_every_public_test(student_copy, declared_site):
     (student_copy / HANDOUT / "mha.py").write_text(as_submission("multihead"), encoding="utf-8")
-    result = student_python(student_copy, "-m", "grader.student.grade", HANDOUT, "-v")
+    result = student_python(student_copy, declared_site, "-m", "grader.student.grade", HANDOUT, "-v")
     assert result.returncode == 0, result.stderr
     for part, score in (("split_heads", "3 / 3"), ("combine_heads", "1 / 1"), ("MultiHeadAttention", "3 / 3"),
                         ("total", "7 / 7")):
@@ -323,10 +367,10 @@ def test_student_grade_of_the_reference_passes_every_public_test(student_copy):
 
 
 @pytest.mark.slow
-def test_student_grade_tests_the_notebook_when_it_holds_the_work(student_copy):
+def test_student_grade_tests_the_notebook_when_it_holds_the_work(student_copy, declared_site):
     # The stub mha.py stays in the folder the tests run from: the notebook must still be what they import.
     (student_copy / HANDOUT / "mha.ipynb").write_text(notebook_text(as_submission("multihead")), encoding="utf-8")
-    result = student_python(student_copy, "-m", "grader.student.grade", HANDOUT)
+    result = student_python(student_copy, declared_site, "-m", "grader.student.grade", HANDOUT)
     assert result.returncode == 0, result.stderr
     assert "mha.ipynb" in result.stdout and re.search(r"total\s*│\s*7 / 7", result.stdout), result.stdout
 
@@ -349,7 +393,6 @@ def test_public_report_tells_a_failed_check_from_an_error_and_hints_at_the_error
     assert parts["combine_heads"].tests[0].outcome == "error"
 
 
-@pytest.mark.slow
 @pytest.mark.slow
 def test_the_released_check_runs_inside_a_jupyter_kernel(student_copy):
     nbclient = pytest.importorskip("nbclient")

@@ -1,31 +1,36 @@
 """The report's JSON form across schema versions: version 2 adds ``flags``, version 3 each
-part's ``hints``, version 4 ``late``, version 5 each part's ``scored_by`` and each test's
-``mistake`` and ``passes_with_stock``; older reports still read (upgraded: no flags, the
-headline as the only hint, lateness not known, scored by the tests with no evidence kept), and
-one from a newer grader is refused."""
+part's ``hints``, version 4 ``late``, version 5 the ``fingerprint`` and each part's
+``override``, version 6 each part's ``scored_by`` and each test's ``mistake`` and
+``passes_with_stock``; older reports still read (upgraded: no flags, the headline as the only
+hint, lateness not known, no fingerprint, no override, scored by the tests with no evidence
+kept), and one from a newer grader is refused."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import replace
 from importlib import resources
 
 import jsonschema
 import pytest
 
+from grader.core.fingerprint import Fingerprint
 from grader.core.report import (
     SCHEMA_VERSION,
     Flag,
     GradeReport,
     PartResult,
+    Override,
     Rule,
     SchemaTooNewError,
     ScoredBy,
+    Status,
     bounded,
     load_schema,
 )
 from grader.core.report import TestResult as Result
-from grader.results.folder import load_current_report, read_report
+from grader.results.folder import NEW, read_report, why_graded
 from tests.conftest import assert_valid
 
 
@@ -37,14 +42,21 @@ def report(**changes) -> GradeReport:
     return GradeReport(**{**fields, **changes})
 
 
-def version_4(data: dict) -> dict:
-    """``data`` as a version-4 grader wrote it."""
+def version_5(data: dict) -> dict:
+    """``data`` as a version-5 grader wrote it."""
     def test(data: dict) -> dict:
         return {key: value for key, value in data.items() if key not in ("mistake", "passes_with_stock")}
 
-    return {**data, "schema_version": 4, "parts": [
+    return {**data, "schema_version": 5, "parts": [
         {**{key: value for key, value in part.items() if key != "scored_by"}, "tests": [test(t) for t in part["tests"]]}
         for part in data["parts"]]}
+
+
+def version_4(data: dict) -> dict:
+    """``data`` as a version-4 grader wrote it."""
+    old = version_5(data)
+    return {**{key: value for key, value in old.items() if key != "fingerprint"}, "schema_version": 4,
+            "parts": [{key: value for key, value in part.items() if key != "override"} for part in old["parts"]]}
 
 
 def version_3(data: dict) -> dict:
@@ -74,7 +86,7 @@ def test_a_report_with_flags_round_trips_and_is_valid():
     flagged = report(flags=[Flag("torch-internals", "attention.py line 2", "torch._C.DisableTorchFunction")])
     assert_valid(flagged)
     assert GradeReport.from_dict(json.loads(json.dumps(flagged.to_dict()))) == flagged
-    assert flagged.to_dict()["schema_version"] == SCHEMA_VERSION == 5
+    assert flagged.to_dict()["schema_version"] == SCHEMA_VERSION == 6
 
 
 def test_a_version_1_report_reads_as_the_current_version_with_no_flags():
@@ -106,9 +118,9 @@ def test_a_version_3_report_reads_with_lateness_not_known():
     assert_valid(upgraded)
 
 
-def test_a_version_4_report_reads_as_scored_by_its_tests_with_no_evidence():
-    old = version_4(report().to_dict())
-    jsonschema.validate(old, schema(4))  # what a version-4 grader wrote
+def test_a_version_5_report_reads_as_scored_by_its_tests_with_no_evidence():
+    old = version_5(report().to_dict())
+    jsonschema.validate(old, schema(5))  # what a version-5 grader wrote
     upgraded = GradeReport.from_dict(old)
     assert upgraded.schema_version == SCHEMA_VERSION
     assert [part.scored_by for part in upgraded.parts] == [ScoredBy(Rule.TESTS)]
@@ -121,7 +133,7 @@ def test_a_part_scored_by_the_rubric_round_trips_with_its_evidence_and_is_valid(
     test = Result("test_values", "failed", "values differ", "scores not scaled: divide by sqrt(d_k)", 0.0, 3.0,
                   mistake="scores not scaled", passes_with_stock=False)
     part = PartResult("MultiHeadAttention", 11.0, 14.0, "scores not scaled: divide by sqrt(d_k)", [test],
-                      ["scores not scaled: divide by sqrt(d_k)"], ScoredBy(Rule.RUBRIC, "scores not scaled", 3.0, 3.0))
+                      ["scores not scaled: divide by sqrt(d_k)"], scored_by=ScoredBy(Rule.RUBRIC, "scores not scaled", 3.0, 3.0))
     scored = report(parts=[part], score=11.0, max_score=14.0)
     assert_valid(scored)
     assert GradeReport.from_dict(json.loads(json.dumps(scored.to_dict()))) == scored
@@ -176,17 +188,63 @@ def test_the_schema_bounds_flags(flags):
         jsonschema.validate({**report().to_dict(), "flags": flags}, load_schema())
 
 
-def test_batch_grading_regrades_a_version_1_report_but_can_read_it(tmp_path):
+SETTLED = Fingerprint(submission="", suite="a" * 64, reference="b" * 64, contract="c" * 64, grader="d" * 64,
+                      options="e" * 64)
+
+
+def test_a_stored_report_holds_only_while_its_whole_fingerprint_is_unchanged(tmp_path):
     submission = tmp_path / "attention.py"
     submission.write_text("def softmax(x, dim=-1):\n    return x\n")
+    sha256 = hashlib.sha256(submission.read_bytes()).hexdigest()
     current = report()
-    current.submission_sha256 = hashlib.sha256(submission.read_bytes()).hexdigest()
+    current.fingerprint = replace(SETTLED, submission=sha256).to_dict()
     path = tmp_path / "attention.py.json"
-    path.write_text(json.dumps(version_1(current.to_dict())))
-    assert read_report(path).flags == []
-    assert load_current_report(path, submission) is None
     current.write_json(path)
-    assert load_current_report(path, submission) == current
+    assert why_graded(read_report(path), SETTLED, submission) is None
+    assert why_graded(None, SETTLED, submission) == NEW
+    assert why_graded(read_report(path), replace(SETTLED, suite="f" * 64), submission) == "suite changed"
+    assert why_graded(read_report(path), replace(SETTLED, grader="f" * 64, options="0" * 64),
+                      submission) == "grader changed, options changed"
+    assert why_graded(replace(current, status=Status.GRADER_ERROR), SETTLED, submission) == "grader error last time"
+    submission.write_text("def softmax(x, dim=-1):\n    return x.exp()\n")
+    assert why_graded(read_report(path), SETTLED, submission) == "file changed"
+
+
+def test_a_version_4_report_reads_with_no_fingerprint_and_a_fingerprint_is_valid():
+    old = version_4(report().to_dict())
+    jsonschema.validate(old, schema(4))
+    assert GradeReport.from_dict(old) == report() and report().fingerprint == {}
+    assert_valid(report(fingerprint=replace(SETTLED, submission="f" * 64).to_dict()))
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({**report().to_dict(), "fingerprint": {"suite": "not a digest"}}, load_schema())
+
+
+def test_a_version_4_report_reads_with_no_override_and_an_override_keeps_the_autograders_score():
+    two_parts = [PartResult("softmax", 1.0, 2.0, "a hint", [], ["a hint"]), PartResult("attention", 3.0, 3.0, None, [])]
+    graded = report(score=4.0, max_score=5.0, parts=two_parts)
+    old = version_4(graded.to_dict())
+    jsonschema.validate(old, schema(4))
+    assert [part.override for part in GradeReport.from_dict(old).parts] == [None, None]
+    # The instructor gave softmax 2 of 2 and commented on attention: the final score is 5, the
+    # autograder's 4 is kept, and taking the overrides off gives the grader's report back.
+    overridden = replace(graded, score=5.0, parts=[
+        replace(two_parts[0], score=2.0, override=Override(1.0, "regrade request: the mask is right")),
+        replace(two_parts[1], override=Override(3.0, "read by hand"))])
+    assert_valid(overridden)
+    assert GradeReport.from_dict(json.loads(json.dumps(overridden.to_dict()))) == overridden
+    assert overridden.autograder_score == 4.0 and [part.autograder_score for part in overridden.parts] == [1.0, 3.0]
+    assert overridden.autograders() == graded
+    with_override = version_4(overridden.to_dict())
+    with_override["parts"][0]["override"] = overridden.to_dict()["parts"][0]["override"]
+    with pytest.raises(jsonschema.ValidationError, match="override"):  # version 4 has no place for it
+        jsonschema.validate(with_override, schema(4))
+
+
+def test_batch_grading_regrades_a_version_1_report_but_can_read_it(tmp_path):
+    path = tmp_path / "attention.py.json"
+    path.write_text(json.dumps(version_1(report().to_dict())))
+    assert read_report(path).flags == [] and read_report(path).fingerprint == {}
+    assert why_graded(read_report(path), SETTLED, tmp_path / "attention.py") == "report of an older grader"
 
 
 def test_the_terminal_view_counts_the_flags_in_one_line():

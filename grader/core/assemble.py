@@ -32,10 +32,11 @@ def grader_version() -> str:
 
 def assemble_report(
     assignment: Assignment, submission: str, result: SuiteResult, *, status: str, error: str | None, device: str,
-    duration_s: float, sandbox: list[str], submission_sha256: str = "",
+    duration_s: float, sandbox: list[str], submission_sha256: str = "", fingerprint: dict[str, str] | None = None,
 ) -> GradeReport:
     """The report of ``result``: skipped tests left out, a test that did not run scored 0 and
-    saying why, parts in contract order (then any part only the tests name)."""
+    saying why, parts in contract order (then any part only the tests name). ``fingerprint``:
+    what decided the grade (:class:`grader.core.fingerprint.Fingerprint`), where the grader knows it."""
     tests = [(test.part, _test_result(test, error)) for test in result.tests
              if test.verdict is None or test.verdict.outcome != Outcome.SKIPPED]
     part_ids = tuple(dict.fromkeys([*assignment.parts, *(part for part, _ in tests)]))
@@ -63,6 +64,7 @@ def assemble_report(
         output=result.output,
         sandbox=sandbox if status == Status.GRADED else [],
         submission_sha256=submission_sha256,
+        fingerprint=fingerprint or {},
         # Read from the source by the suite process, and by the suite's source checks; never
         # taken from the student's process.
         flags=bounded([*result.flags, *(flag for test in result.tests if test.verdict for flag in test.verdict.flags)]),

@@ -125,7 +125,7 @@ _loading = False  # a grader is running a submission's cells in this process
 @contextlib.contextmanager
 def loading_submission() -> Iterator[None]:
     """While a grader runs a submission's cells (this module's loader, or the real grader's
-    child): the notebook's ``check()`` cells do nothing (see :func:`grader.student.check_function`)."""
+    child): the notebook's ``check()`` cells do nothing (see :func:`check_while_graded`)."""
     global _loading
     was, _loading = _loading, True
     try:
@@ -137,6 +137,17 @@ def loading_submission() -> Iterator[None]:
 def loading() -> bool:
     """Whether a grader is running a submission's cells in this process."""
     return _loading
+
+
+def check_while_graded(part: str | None = None, assignment: object = None) -> None:
+    """What ``from grader import check`` gives while :func:`loading`, as otter's check does in a
+    notebook being graded: nothing to run, nothing to show; the grader runs the tests.
+
+    The package's face (``grader/__init__.py``, and the handout's) gives it before importing
+    anything else: the grader's sandboxed child holds this module, imported before it was
+    confined, and may read no other file of the grader (Landlock), so importing the real
+    check there would fail the cell.
+    """
 
 
 def not_defined(name: str) -> Callable[..., NoReturn]:

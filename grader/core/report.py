@@ -1,6 +1,8 @@
-"""The grade report: plain data with a versioned JSON form (``schema/report.v5.json``).
+"""The grade report: plain data with a versioned JSON form (``schema/report.v6.json``).
 
 The terminal table, CSV and exports are views of this; nothing here formats for people.
+A part's ``score`` is its final score: the autograder's, or the instructor's where an
+:class:`Override` (``grade batch --overrides``) gives one, which keeps the autograder's beside it.
 """
 
 from __future__ import annotations
@@ -9,14 +11,14 @@ import json
 import os
 import tempfile
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from grader.core.sanitize import clean, each_string
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 
 class Status:
@@ -71,16 +73,30 @@ class ScoredBy:
     tests_score: float | None = None
 
 
+@dataclass(frozen=True)
+class Override:
+    """An instructor's decision on a part, made after the grader's: the part's ``score`` is then
+    the instructor's (or still the autograder's, when they only commented), and the autograder's
+    own score is kept here, so that a regrade can say when it moved."""
+    autograder_score: float
+    comment: str
+
+
 @dataclass
 class PartResult:
     id: str
-    score: float
+    score: float  # the final score: the override's, where there is one
     max_score: float
     hint: str | None  # the headline: hints[0], or None
     tests: list[TestResult]
     # The part's distinct mistakes, costliest first (or first, the part to fix first), at most two.
     hints: list[str] = field(default_factory=list)
-    scored_by: ScoredBy = field(default_factory=ScoredBy)
+    override: Override | None = None  # the instructor's, applied by grade batch --overrides
+    scored_by: ScoredBy = field(default_factory=ScoredBy)  # the rule that gave the autograder's score
+
+    @property
+    def autograder_score(self) -> float:
+        return self.override.autograder_score if self.override else self.score
 
 
 @dataclass(frozen=True)
@@ -126,11 +142,25 @@ class GradeReport:
     flags: list[Flag] = field(default_factory=list)  # evasive-looking source, see grader.source.flags
     # Handed in after its due date, as the course platform says; None: not known (no platform said).
     late: bool | None = None
+    # What decided the grade (grader.core.fingerprint): a stored report is reused only while it holds.
+    fingerprint: dict[str, str] = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict:
         data = asdict(self)
         return {"schema_version": data.pop("schema_version"), **data}
+
+    @property
+    def autograder_score(self) -> float:
+        """The score the grader gave, before any override."""
+        return self.score + sum(part.autograder_score - part.score for part in self.parts)
+
+    def autograders(self) -> GradeReport:
+        """The report as the grader wrote it: every override taken off, each part's own score back."""
+        if not any(part.override for part in self.parts):
+            return self
+        return replace(self, score=self.autograder_score,
+                       parts=[replace(part, score=part.autograder_score, override=None) for part in self.parts])
 
     @classmethod
     def from_dict(cls, data: dict) -> GradeReport:
@@ -142,7 +172,9 @@ class GradeReport:
         fields = upgraded(data)
         fields["parts"] = [
             PartResult(**{**part, "tests": [TestResult(**test) for test in part["tests"]],
-                          "scored_by": ScoredBy(**part["scored_by"])}) for part in fields["parts"]
+                          "override": Override(**part["override"]) if part.get("override") else None,
+                          "scored_by": ScoredBy(**part["scored_by"])})
+            for part in fields["parts"]
         ]
         fields["flags"] = [Flag(**flag) for flag in fields["flags"]]
         return cls(**fields)
@@ -177,10 +209,14 @@ def upgraded(data: dict) -> dict:
     if data["schema_version"] == 3:
         data.update(schema_version=4, late=None)  # version 4 added late; version 3 never read the due date
     if data["schema_version"] == 4:
-        # Version 5 added the rubric, each part's scored_by and each test's mistake (its evidence),
-        # and each test's passes_with_stock. Version 4 scored every part by its tests, kept no
+        # Version 5 added the fingerprint, which nothing recorded before, and each part's override,
+        # which only grade batch --overrides applies.
+        data.update(schema_version=5, fingerprint={}, parts=[{**part, "override": None} for part in data["parts"]])
+    if data["schema_version"] == 5:
+        # Version 6 added the rubric, each part's scored_by and each test's mistake (its evidence),
+        # and each test's passes_with_stock. Version 5 scored every part by its tests, kept no
         # evidence and tried no stock parts.
-        data.update(schema_version=5, parts=[
+        data.update(schema_version=6, parts=[
             {**part, "scored_by": asdict(ScoredBy()),
              "tests": [{**test, "mistake": None, "passes_with_stock": None} for test in part["tests"]]}
             for part in data["parts"]])

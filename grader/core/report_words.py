@@ -6,6 +6,8 @@ is not ``graded`` scores 0 there: its parts' scores, if any, do not stand.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from grader.core.report import GradeReport, Outcome, PartResult, Rule, ScoredBy, Status
 
 
@@ -89,3 +91,26 @@ def headline(report: GradeReport) -> str:
     part = max(losing, key=lambda part: part.max_score - part.score)
     problem = part_problem(part).partition("\n")[0]
     return f"{part.id}: {problem}" if problem else f"{part.id}: {part.score:g} / {part.max_score:g}"
+
+
+NOT_GRADED = "not graded"  # a file handed in beside the one graded for the student, without --all-files
+
+
+def file_score(report: GradeReport | None) -> str:
+    """What a file handed in scored (``6 / 6``), or why it has no score (``not graded``,
+    ``ungradable``): the gradebook and the feedback page list each file a student handed in."""
+    if report is None:
+        return NOT_GRADED
+    if report.status != Status.GRADED:
+        return report.status.replace("_", " ")
+    return f"{report.score:g} / {report.max_score:g}"
+
+
+def overrides_line(parts: Iterable[PartResult]) -> str:
+    """Each part an instructor's override decides: the autograder's score, the final one and the
+    comment (``MultiHeadAttention 3 -> 5: the mask is right``; ``split_heads 2 (kept): read by
+    hand`` where only a comment was added)."""
+    return "; ".join(f"{part.id} " + (f"{part.autograder_score:g} -> {part.score:g}"
+                                      if part.score != part.autograder_score else f"{part.score:g} (kept)")
+                     + (f": {part.override.comment}" if part.override and part.override.comment else "")
+                     for part in parts if part.override)

@@ -11,9 +11,9 @@ here, and every view of a report uses it:
   redraw a table or write the clipboard (OSC 52);
 - :func:`for_csv`: a cell a spreadsheet will not run as a formula (:func:`csv_text`: rows of them).
 
-HTML is escaped where it is written (:mod:`html`), after :func:`for_terminal`. JSON data (a
-report, a summary, Gradescope's results) gets a rule for each of its strings with
-:func:`each_string`.
+HTML pages are templates rendered with autoescape, after :func:`for_terminal`
+(:mod:`grader.views.html_templates`). JSON data (a report, a summary, Gradescope's results)
+gets a rule for each of its strings with :func:`each_string`.
 """
 
 from __future__ import annotations

@@ -1,8 +1,12 @@
 """The handout notebook is generated from the stub module, never edited by hand.
 
-The module docstring becomes the first markdown cell, the imports one code cell, and each
-top-level definition a markdown heading followed by its code cell. Cell ids are derived
-from the position so the output is byte-for-byte reproducible (and checkable in CI).
+The module docstring becomes the first markdown cell, the imports one code cell (then one that
+imports ``check``), and each top-level definition a markdown heading followed by its code cell;
+a part's code cell is followed by ``check("Part")``, which runs that part's public tests in the
+notebook (:mod:`grader.student.notebook`), and the notebook ends with ``check()`` for every part.
+When the notebook is graded, by either grader, those cells do nothing
+(:func:`grader.student.check_function`). Cell ids are derived from the position so the output is
+byte-for-byte reproducible (and checkable in CI).
 """
 
 from __future__ import annotations
@@ -29,10 +33,15 @@ def _segments(source: str) -> list[tuple[ast.stmt, str]]:
     return segments
 
 
+CHECK_IMPORT = "from grader import check  # check(\"Part\") runs that part's public tests; graded, it does nothing"
+
+
 def build_notebook(assignment: Assignment) -> nbformat.NotebookNode:
     source = assignment.module_path.read_text(encoding="utf-8")
     cells = []
     imports: list[str] = []
+    checked = set(assignment.parts) - set(assignment.parts_without_stub)
+    check_imported = False
     for node, text in _segments(source):
         if isinstance(node, ast.Expr) and isinstance(getattr(node, "value", None), ast.Constant) and not cells:
             cells.append(new_markdown_cell(ast.literal_eval(text)))
@@ -42,14 +51,24 @@ def build_notebook(assignment: Assignment) -> nbformat.NotebookNode:
             if imports:
                 cells.append(new_code_cell("\n".join(imports)))
                 imports = []
+            if not check_imported:
+                cells.append(new_code_cell(CHECK_IMPORT))
+                check_imported = True
             name = getattr(node, "name", None)
             if name:
                 cells.append(new_markdown_cell(f"### `{name}`"))
             cells.append(new_code_cell(text))
-    cells.append(new_markdown_cell(
-        "## Check your work\n\nSave the notebook, then run in a terminal:\n\n"
-        f"    grade assignments/{assignment.id} --submission assignments/{assignment.id}/{assignment.notebook}"
-    ))
+            if name in checked:
+                cells.append(new_code_cell(f'check("{name}")'))
+    cells += [
+        new_markdown_cell("## Check your work\n\nEvery part's public tests, on the definitions above:"),
+        new_code_cell("check()"),
+        new_markdown_cell(
+            "These are the public tests only: the hidden tests, and your grade, run on submission. To test the "
+            "notebook as the grader loads it (every cell, in order, from a fresh start), save it and run in a "
+            f"terminal:\n\n    grade assignments/{assignment.id} --submission "
+            f"assignments/{assignment.id}/{assignment.notebook}"),
+    ]
     for number, cell in enumerate(cells):
         cell["id"] = f"cell-{number:02d}"
     notebook = new_notebook(cells=cells, metadata={

@@ -37,8 +37,15 @@ STUDENT_API = (STUDENT_ENTRY, "grader.student.notebook")  # and `from grader imp
 STUDENT_DISTRIBUTION = "transformer-grader-student"
 # The full grader's requirements that the student's needs: torch for their code and the
 # tests, pytest and its JSON report to run them, rich for the table, nbformat for notebooks,
-# safetensors for the data the public tests compare with.
-STUDENT_REQUIREMENTS = ("torch", "pytest", "pytest-json-report", "rich", "nbformat", "safetensors")
+# safetensors for the data the public tests compare with, numpy for torch and safetensors
+# (torch warns "Failed to initialize NumPy" in every run without it).
+STUDENT_REQUIREMENTS = ("torch", "pytest", "pytest-json-report", "rich", "nbformat", "safetensors", "numpy")
+# `pip install -e '.[notebook]'`: what opens and runs the handout notebook. The kernel, in the
+# handout's environment, so that the notebook's `from grader import check` and torch are found
+# (a Jupyter installed elsewhere would start a kernel without them; an editor with its own
+# notebook front end needs only this); and JupyterLab to open the .ipynb (the classic Notebook 7
+# is built on JupyterLab and would install it too).
+STUDENT_NOTEBOOK_EXTRA = ("ipykernel>=6", "jupyterlab>=4")
 # The trusted side's detection: how the grader reads a submission's source for what looks
 # evasive, and for the calls a hang connects. Whoever reads it learns what goes unseen, so
 # the handout holds none of it, nor a module that imports it.
@@ -56,9 +63,13 @@ __all__ = ["check"]
 
 def __getattr__(name: str):
     if name == "check":
-        from grader.student import check_function
+        from grader.core.cells import check_while_graded, loading
 
-        return check_function()
+        if loading():  # a grader is running the notebook: check() does nothing
+            return check_while_graded
+        from grader.student.notebook import check
+
+        return check
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 '''
 
@@ -192,14 +203,23 @@ left) and shows a score per part; `-v` also shows each failure and what your cod
 It loads a notebook as the grader does: cells in order, a cell that raises is noted and the
 next ones run, a cell that runs past {Limits().cell_timeout_s:g} s (`--timeout`) is skipped.
 
-In the notebook, after running its cells:
+## Working in the notebook
+
+```bash
+.venv/bin/pip install -e '.[notebook]'          # JupyterLab, and a kernel in this environment
+.venv/bin/jupyter lab {folder}/{assignment.notebook}
+```
+
+(An editor with its own notebook view, VS Code say, needs only the kernel: `.venv/bin/pip
+install ipykernel`, then pick this folder's `.venv` as the notebook's Python.) Below each part's
+cell, the notebook checks it:
 
 ```python
 from grader import check
 check("{assignment.parts[-1]}")   # one part's public tests on your current definitions; check() for all
 ```
 
-Leave such cells in when you hand the notebook in: when it is graded, `check()` does nothing.
+Leave those cells in when you hand the notebook in: when it is graded, `check()` does nothing.
 
 The public tests check shapes, sanity and a few common mistakes only, so that score is not
 your grade: the hidden tests run on submission.
@@ -228,6 +248,9 @@ description = "Runs a Transformer course assignment's public tests on your work.
 requires-python = ">=3.11"
 dependencies = [
 {dependencies}]
+
+[project.optional-dependencies]
+notebook = {json.dumps(list(STUDENT_NOTEBOOK_EXTRA))}
 
 [project.scripts]
 grade = "{STUDENT_ENTRY}:main"

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import importlib
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
 
 from grader.core.assemble import assemble_report
 from grader.core.assignment import Assignment, reference_dir
+from grader.core.fingerprint import Fingerprint
 from grader.core.ingest import Program, Ungradable, parse_submission, read_submission, submission_sha256
 from grader.core.outcome import SuiteResult
 from grader.core.report import GradeReport, Status
@@ -72,6 +73,7 @@ class PendingGrade:
     sandbox: list[str]
     started: float
     run: ForkedRun
+    fingerprint: Fingerprint
 
     def fileno(self) -> int:
         return self.run.fileno()
@@ -96,15 +98,17 @@ class PendingGrade:
             status, error, result = Status.GRADER_ERROR, str(exc), SuiteResult()
         return assemble_report(self.assignment, self.submission, result, status=status, error=error,
                                device=self.device, duration_s=time.monotonic() - self.started,
-                               sandbox=self.sandbox, submission_sha256=self.sha256)
+                               sandbox=self.sandbox, submission_sha256=self.sha256,
+                               fingerprint=self.fingerprint.to_dict())
 
     def cancel(self) -> None:
         self.run.close()
 
 
 def start_grading(assignment: Assignment | str | Path, submission: str | Path | None,
-                  options: GradeOptions) -> PendingGrade:
-    """Load the submission and start its hidden suite in a forked process; returns at once."""
+                  options: GradeOptions, settled: Fingerprint | None = None) -> PendingGrade:
+    """Load the submission and start its hidden suite in a forked process; returns at once.
+    ``settled``: :meth:`Fingerprint.of` the assignment and ``options``, where a batch has it."""
     started = time.monotonic()
     if not isinstance(assignment, Assignment):
         assignment = Assignment.load(assignment)
@@ -125,9 +129,11 @@ def start_grading(assignment: Assignment | str | Path, submission: str | Path | 
     except Ungradable as exc:
         error = str(exc)
     layers = isolation.layers() if program else []
+    fingerprint = replace(settled or Fingerprint.of(assignment, options), submission=sha256)
     run = _start_suite(assignment, program, options.limits, device, isolation, options.total_timeout_s)
     return PendingGrade(assignment, str(submission if submission is not None else path), sha256,
-                        Status.GRADED if program else Status.UNGRADABLE, error, device, layers, started, run)
+                        Status.GRADED if program else Status.UNGRADABLE, error, device, layers, started, run,
+                        fingerprint)
 
 
 def _start_suite(assignment: Assignment, program: Program | None, limits: Limits, device: str, isolation: Isolation,

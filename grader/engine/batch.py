@@ -6,7 +6,8 @@ a time (each with its own zygote and student children) and waits on their result
 so torch is imported once for the whole batch and no child is reused across
 submissions. With ``executor="ray"`` each Ray worker plays that part
 (:mod:`grader.engine.ray_executor`). Every report is written atomically as soon as it is ready; a re-run skips
-files whose report already holds the same content hash.
+files whose report still holds (its fingerprint). The instructor's overrides (:mod:`grader.results.overrides`)
+are applied on every run, to the reports reused and new alike, once every report is there.
 """
 
 from __future__ import annotations
@@ -20,10 +21,22 @@ from pathlib import Path
 
 from grader.core.assemble import failed_report
 from grader.core.assignment import Assignment
+from grader.core.fingerprint import Fingerprint
 from grader.core.report import GradeReport
 from grader.engine.api import PendingGrade, resolve_device, start_grading
 from grader.engine.options import DEFAULT, DEFAULT_BATCH, BatchOptions, GradeOptions
-from grader.results.folder import BatchResult, load_current_report, prune_reports, report_path
+from grader.results.changes import keep_replaced, run_stamp
+from grader.results.folder import (
+    BatchResult,
+    Regrade,
+    check_assignment,
+    previous_gradebook,
+    prune_reports,
+    report_path,
+    stored_reports,
+    why_graded,
+)
+from grader.results.overrides import Overrides
 from grader.results.students import Roster, handins
 from grader.results.submissions import discover
 from grader.sandbox.isolation import SandboxUnavailable
@@ -46,6 +59,8 @@ def grade_batch(
     roster: Roster | None = None,
     all_files: bool = DEFAULT_BATCH.all_files,
     canvas_column: str | None = None,
+    missing: str = DEFAULT_BATCH.missing,
+    overrides: Overrides | None = None,
     on_start: Callable[[int, int], None] | None = None,
     on_begin: Callable[[Path], None] | None = None,
     on_report: Callable[[Path, GradeReport], None] | None = None,
@@ -55,46 +70,70 @@ def grade_batch(
     the students (default: one per folder, see :mod:`grader.results.students`). ``on_start(total,
     up_to_date)``, ``on_begin(path)`` (when a file starts grading here; a Ray cluster starts
     them all at once) and ``on_report(path, report)`` let a caller show progress;
-    ``canvas_column`` names the Canvas gradebook's column (:mod:`grader.results.lms_gradebooks`).
+    ``canvas_column`` names the Canvas gradebook's column and ``missing`` says what the LMS
+    gradebooks give a student with no submission (:mod:`grader.results.lms_gradebooks`);
+    ``overrides`` are the instructor's parts and files (an OverrideError, raised before any
+    file is graded where it can be decided then, else before the results folder is written,
+    names each row that cannot be applied).
     The options are :class:`~grader.engine.options.GradeOptions`' and
     :class:`~grader.engine.options.BatchOptions`' fields. Returns the batch, its results folder
     written (``result.summary`` is summary.json's content)."""
     started = time.monotonic()
     options = GradeOptions(device=device, sandbox=sandbox, limits=limits)
-    batch = BatchOptions(jobs=jobs, executor=executor, all_files=all_files)
+    batch = BatchOptions(jobs=jobs, executor=executor, all_files=all_files, missing=missing)
     if not isinstance(assignment, Assignment):
         assignment = Assignment.load(assignment)
-    reports: dict[Path, GradeReport] = {}
-    todo: list[Path] = []
+    if batch.executor != "ray":  # a Ray worker resolves the device where it grades
+        options = replace(options, device=resolve_device(options.device))
+    overrides = overrides or Overrides()
+    stored = stored_reports(out)
+    check_assignment(out, assignment.id, stored)  # before anything is written there
     files = discover(folder)
-    students = handins(files, folder, assignment, roster, all_files=batch.all_files)
+    students = handins(files, folder, assignment, roster, all_files=batch.all_files, pins=overrides.pins())
+    overrides.check(students, assignment.parts)  # and there
     graded = files if batch.all_files else sorted(handin.graded for handin in students if handin.graded)
+    before = previous_gradebook(out)
     removed = prune_reports(out, graded)  # also those of files an --all-files run graded
+    settled = Fingerprint.of(assignment, options)  # what decides every file's grade but its bytes
+    reports: dict[Path, GradeReport] = {}  # as their files say
+    why: dict[Path, str] = {}
+    earlier = {relative: stored[name] for relative in graded if (name := report_path(out, relative).name) in stored}
     for relative in graded:
-        current = None if force else load_current_report(report_path(out, relative), folder / relative)
-        if current is None:
-            todo.append(relative)
+        report = earlier.get(relative)
+        reason = "--force" if force and report else why_graded(report, settled, folder / relative)
+        if reason is None:
+            reports[relative] = report
         else:
-            reports[relative] = current
-    skipped = len(reports)
+            why[relative] = reason
+    skipped, stamp = len(reports), run_stamp(out)
     if on_start:
-        on_start(len(todo) + skipped, skipped)
+        on_start(len(why) + skipped, skipped)
     if batch.executor == "ray":
         from grader.engine.ray_executor import run_on_ray
 
-        results = run_on_ray(assignment, folder, todo, jobs=batch.jobs, options=options, address=ray_address)
+        results = run_on_ray(assignment, folder, list(why), jobs=batch.jobs, options=options, address=ray_address)
     else:
-        results = run_locally(assignment, folder, todo, jobs=batch.jobs,
-                              options=replace(options, device=resolve_device(options.device)), on_begin=on_begin)
+        results = run_locally(assignment, folder, list(why), jobs=batch.jobs, options=options, on_begin=on_begin,
+                              settled=settled)
     with contextlib.closing(results):  # interrupted: the executor stops what still runs
         for relative, report in results:
-            report = _written(report, report_path(out, relative), assignment)
-            reports[relative] = report
+            path = report_path(out, relative)
+            if (previous := earlier.get(relative)) is not None:
+                keep_replaced(out, stamp, path.name, previous)
+            reports[relative] = _written(report, path, assignment)
             if on_report:
-                on_report(relative, report)
-    result = BatchResult(assignment, dict(sorted(reports.items())), len(reports) - skipped, skipped,
-                         time.monotonic() - started, students, removed)
-    write_results_folder(result, out, canvas_column)
+                on_report(relative, reports[relative])
+    final = overrides.apply(students, reports)
+    for relative, report in final.items():
+        if report != reports[relative]:  # an override added, changed or taken off: the file says so too
+            path = report_path(out, relative)
+            if relative not in why:  # a reused report: kept as it was, as a regraded one is
+                keep_replaced(out, stamp, path.name, reports[relative])
+            final[relative] = _written(report, path, assignment)
+    result = BatchResult(assignment, dict(sorted(final.items())), len(reports) - skipped, skipped,
+                         time.monotonic() - started, students, removed,
+                         Regrade(stamp, why, earlier, before))
+    write_results_folder(result, out, canvas_column, missing_zero=batch.missing == "zero")
     return result
 
 
@@ -114,7 +153,7 @@ def _written(report: GradeReport, path: Path, assignment: Assignment) -> GradeRe
 
 def run_locally(
     assignment: Assignment, folder: Path, todo: list[Path], *, jobs: int, options: GradeOptions,
-    on_begin: Callable[[Path], None] | None = None,
+    on_begin: Callable[[Path], None] | None = None, settled: Fingerprint | None = None,
 ) -> Iterator[tuple[Path, GradeReport]]:
     """Grade on this machine, ``jobs`` submissions at a time, yielding each report when ready.
     A submission whose grading fails in the grader gets a grader_error report; only Ctrl-C (or
@@ -128,7 +167,7 @@ def run_locally(
                 if on_begin:
                     on_begin(relative)
                 try:
-                    pending[start_grading(assignment, folder / relative, options=options)] = relative
+                    pending[start_grading(assignment, folder / relative, options, settled)] = relative
                 except SandboxUnavailable:
                     raise
                 except Exception as exc:  # noqa: BLE001 - e.g. fork failed: this submission's report says so

@@ -14,6 +14,9 @@ from grader.sandbox.limits import Limits
 
 DEVICES = ("auto", "cpu", "cuda")  # auto: CUDA when available
 EXECUTORS = ("local", "ray")
+# What the LMS gradebooks give a student who handed in nothing: a blank cell, which leaves the
+# LMS's own "missing", excused or extension as it is, or 0.
+MISSING_SCORES = ("blank", "zero")
 
 
 class OptionError(ValueError):
@@ -47,10 +50,13 @@ class BatchOptions:
     jobs: int = os.cpu_count() or 1  # submissions graded at once
     executor: str = "local"  # one of EXECUTORS
     all_files: bool = False  # grade every file a student handed in, not only the one their grade comes from
+    missing: str = "blank"  # one of MISSING_SCORES
 
     def __post_init__(self) -> None:
         if self.executor not in EXECUTORS:
             raise OptionError("executor", f"unknown executor {self.executor!r}: use {', '.join(EXECUTORS)}")
+        if self.missing not in MISSING_SCORES:
+            raise OptionError("missing", f"unknown missing score {self.missing!r}: use {', '.join(MISSING_SCORES)}")
 
 
 DEFAULT = GradeOptions()

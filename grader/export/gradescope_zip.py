@@ -3,7 +3,7 @@
 At the zip's root: ``setup.sh`` (run once, as root, when the image is built),
 ``run_autograder`` (run for every submission; it starts :mod:`grader.export.gradescope`) and
 the source needed to grade: the ``grader`` package; of the ``reference`` package, what grading
-this assignment needs (:func:`reference_files`: its hidden suite and the reference modules
+this assignment needs (:func:`grader.core.fingerprint.reference_files`: its hidden suite and the reference modules
 it imports; the zip is for instructors only); the assignment's folder under
 ``assignments/``, with the course's ``assignments/course.toml`` (whether the rubric is on); and
 ``pyproject.toml`` and ``README.md``, which installing the source reads.
@@ -13,22 +13,17 @@ from __future__ import annotations
 
 import json
 import shlex
-from collections.abc import Iterator
 from pathlib import Path
 
 from grader.core.archive import EXECUTABLE, REGULAR, write_zip
 from grader.core.assignment import Assignment, reference_dir
-from grader.core.imports import imported_names, module_files
+from grader.core.fingerprint import GRADER_DIR, reference_files, source_files
 from grader.core.report_words import grader_failed
 from grader.core.torch_wheel import TORCH_CPU_INDEX, TORCH_VERSION
 from grader.export import ExportError
 from grader.export.gradescope import RESULTS, Visibility, failure_results
 
-GRADER_DIR = Path(__file__).resolve().parents[1]
 PROJECT_FILES = ("pyproject.toml", "README.md")
-# The reference package's files every hidden suite runs with: the packages' own, and the
-# pytest configuration the grader runs suites under (grader.engine.runner).
-REFERENCE_SHARED = ("__init__.py", "hidden/__init__.py", "hidden/pytest.ini")
 
 
 def setup_script() -> str:
@@ -59,7 +54,7 @@ fi
 "$venv/bin/pip" install --upgrade pip
 "$venv/bin/pip" install "torch=={TORCH_VERSION}" --index-url {TORCH_CPU_INDEX}
 # Editable: installed into site-packages, the reference and hidden suites would be readable by
-# the student's code (README, "Security model").
+# the student's code (docs/security.md, Landlock).
 "$venv/bin/pip" install -e "$source_dir"
 """
 
@@ -85,34 +80,6 @@ if [ ! -s "$root/{RESULTS}" ]; then
 EOF
 fi
 """
-
-
-def source_files(directory: Path) -> Iterator[Path]:
-    """Every file under ``directory`` but bytecode caches and hidden files."""
-    for path in sorted(directory.rglob("*")):
-        parts = path.relative_to(directory).parts
-        if path.is_file() and path.suffix != ".pyc" and not any(
-                part == "__pycache__" or part.startswith(".") for part in parts):
-            yield path
-
-
-def reference_files(assignment: Assignment) -> list[Path]:
-    """The files of the reference package that grading ``assignment`` needs: the shared ones,
-    its hidden suite, and the reference modules that the suite names (suite.toml) or imports,
-    with those they import in turn (read from their import statements)."""
-    reference = reference_dir()
-    files = {reference / name for name in REFERENCE_SHARED} | set(source_files(assignment.hidden_suite))
-    pending = [assignment.reference_module] if assignment.reference_module else []
-    pending += [name for path in files if path.suffix == ".py" for name in imported_names(path)]
-    while pending:
-        name = pending.pop()
-        if name.split(".")[0] != reference.name:
-            continue
-        for path in module_files(reference, name):
-            if path not in files:
-                files.add(path)
-                pending += imported_names(path)
-    return sorted(files)
 
 
 def build_autograder(assignment_dir: str | Path, out: Path, visibility: Visibility = Visibility()) -> None:

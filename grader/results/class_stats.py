@@ -115,6 +115,14 @@ class Bin:
     high: float | None  # None: the full-marks bin
     count: int
 
+    @property
+    def label(self) -> str:
+        """The scores it holds, as its axis label: ``2–<4`` (2 or more, under 4); a bin one point
+        wide or less by its low end alone (``2``: 2 up to 3), as is the full-marks bin."""
+        if self.high is None or self.high - self.low <= 1:
+            return f"{self.low:g}"
+        return f"{self.low:g}–<{self.high:g}"
+
 
 def histogram(scores: Scores) -> list[Bin]:
     """Bins from 0 to max_score that start at whole points (each the same whole number of

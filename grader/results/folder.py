@@ -4,13 +4,14 @@
     OUT/removed/              reports of files no longer handed in, kept but not counted
     OUT/summary.json          the class's numbers and the gradebook (:mod:`grader.results.outputs`)
     OUT/grades.csv, canvas.csv, gradescope.csv
+    OUT/changes.csv, history/ what each run changed              (:mod:`grader.results.changes`)
     OUT/feedback/, report.html                                     (:mod:`grader.views`)
 
 A batch holds its results in memory (:class:`BatchResult`), and ``grade report`` and ``grade
 feedback`` read a folder back (:func:`read_results`): both give a :class:`ClassResults`, whose
 numbers are computed once, and the same writers make the files from it. Every report is
-written atomically; a report is current when it is in the current schema and holds the
-submission's content hash.
+written atomically; a report is current while its fingerprint holds (:func:`why_graded`), and
+holds the instructor's overrides of the last run (:mod:`grader.results.overrides`).
 """
 
 from __future__ import annotations
@@ -18,16 +19,19 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 
 from grader.core.assignment import Assignment
+from grader.core.fingerprint import Fingerprint
 from grader.core.ingest import Ungradable, read_submission, submission_sha256
-from grader.core.report import SCHEMA_VERSION, GradeReport, Status
+from grader.core.report import GradeReport, PartResult, Status
 from grader.core.report_words import counts, headline, part_score
 from grader.core.sanitize import clean
+from grader.results.changes import Change, read_changes, student_change
 from grader.results.class_stats import ClassStatistics, student_statistics
 from grader.results.students import Handin, Student
 
@@ -46,9 +50,11 @@ class ResultsError(Exception):
 @dataclass(frozen=True)
 class StudentGrade:
     """A gradebook row: a student, what they handed in, and the report of the file graded for
-    them (None: nothing handed in, or a report that cannot be read back)."""
+    them (None: nothing handed in, or a report that cannot be read back); ``others``, the
+    reports of the other files they handed in (None: not graded)."""
     handin: Handin
     report: GradeReport | None
+    others: dict[Path, GradeReport | None] = field(default_factory=dict)
 
     @property
     def student(self) -> str:
@@ -92,6 +98,11 @@ class StudentGrade:
     def hint(self) -> str:
         return clean(headline(self.report) if self.report else "no submission", GRADEBOOK_HINT_CHARS)
 
+    @property
+    def overridden(self) -> list[PartResult]:
+        """The parts of the report graded for them that an instructor's override decides."""
+        return [part for part in self.report.parts if part.override] if self.report else []
+
 
 @dataclass(frozen=True)
 class ClassResults:
@@ -101,13 +112,35 @@ class ClassResults:
     students: list[StudentGrade]  # the gradebook, roster order first; empty for a folder of reports alone
     statistics: ClassStatistics  # over the file graded for each student (all the reports, without a gradebook)
     skipped: list[Path] = field(default_factory=list)  # files under reports/ that are not grade reports
+    changes: list[Change] = field(default_factory=list)  # the students whose score the last run moved
 
     @classmethod
     def of(cls, assignment: str, part_ids: Iterable[str], reports: dict[str, GradeReport],
-           students: list[StudentGrade], skipped: list[Path] | None = None) -> ClassResults:
+           students: list[StudentGrade], skipped: list[Path] | None = None,
+           changes: list[Change] | None = None) -> ClassResults:
         counted = {grade.report_file for grade in students} & reports.keys()
         numbers = student_statistics(part_ids, reports, counted or reports.keys())
-        return cls(assignment, reports, students, numbers, skipped or [])
+        return cls(assignment, reports, students, numbers, skipped or [], changes or [])
+
+
+@dataclass(frozen=True)
+class Regrade:
+    """Why a run graded what it graded, and what it changed (:mod:`grader.results.changes`)."""
+    stamp: str = ""  # the run's time: its folder in history/
+    why: dict[Path, str] = field(default_factory=dict)  # each file graded in the run, and why (NEW: no report yet)
+    earlier: dict[Path, GradeReport] = field(default_factory=dict)  # each file's report before the run, as it was
+    before: dict[str, dict] = field(default_factory=dict)  # the previous run's gradebook lines, by student
+
+    def reasons(self) -> dict[str, int]:
+        """How many files were graded again, by why; most first."""
+        return dict(Counter(why for why in self.why.values() if why != NEW).most_common())
+
+    def change(self, grade: StudentGrade) -> Change | None:
+        """How the run changed the student's grade (None: it did not)."""
+        graded = grade.handin.graded
+        return student_change(grade.student, self.before.get(grade.student), grade.score, grade.submission,
+                              grade.report, self.earlier.get(graded) if graded else None,
+                              self.why.get(graded) if graded else None, pinned=grade.handin.pinned is not None)
 
 
 @dataclass
@@ -120,14 +153,18 @@ class BatchResult:
     duration_s: float
     handins: list[Handin] = field(default_factory=list)  # by student, roster order first
     removed: list[Path] = field(default_factory=list)  # reports of files gone from the folder, moved aside
+    regrade: Regrade = field(default_factory=Regrade)
     summary: dict = field(default_factory=dict)  # summary.json, once the results folder is written
 
     @cached_property
     def class_results(self) -> ClassResults:
         by_file = {report_path(Path(), relative).as_posix(): report for relative, report in self.reports.items()}
-        students = [StudentGrade(handin, self.reports.get(handin.graded) if handin.graded else None)
+        students = [StudentGrade(handin, self.reports.get(handin.graded) if handin.graded else None,
+                                 {path: None if path in handin.not_graded else self.reports.get(path)
+                                  for path in handin.others})
                     for handin in self.handins]
-        return ClassResults.of(self.assignment.id, self.assignment.parts, by_file, students)
+        changes = [change for grade in students if (change := self.regrade.change(grade))]
+        return ClassResults.of(self.assignment.id, self.assignment.parts, by_file, students, changes=changes)
 
 
 def report_path(out: Path, relative: Path) -> Path:
@@ -152,30 +189,55 @@ def report_name(relative: Path) -> str:
     return f"{start}~{digest}"
 
 
-def read_report(path: Path, *, current_only: bool = False) -> GradeReport | None:
+def read_report(path: Path) -> GradeReport | None:
     """The report in ``path`` (upgraded to the current schema), or None when the file is not
-    one this grader can read, or with ``current_only``, not written in the current schema."""
+    one this grader can read."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        if current_only and data.get("schema_version") != SCHEMA_VERSION:
-            return None
-        return GradeReport.from_dict(data)
+        return GradeReport.from_dict(json.loads(path.read_text(encoding="utf-8")))
     except (OSError, ValueError, KeyError, TypeError, AttributeError):  # AttributeError: JSON that is not an object
         return None
 
 
-def load_current_report(path: Path, submission: Path) -> GradeReport | None:
-    """The report at ``path`` if it is worth keeping and for the submission's current bytes:
-    an older schema's report is regraded (an upgraded one lacks what the new version adds).
-    The submission is read only when there is such a report to compare it with."""
-    report = read_report(path, current_only=True)
-    if report is None or report.status == Status.GRADER_ERROR or not report.submission_sha256:
-        return None
+NEW = "new"  # a file with no report yet: graded, not regraded
+
+
+def why_graded(stored: GradeReport | None, current: Fingerprint, submission: Path) -> str | None:
+    """None while the ``stored`` report still holds for the file at ``submission``, graded as
+    ``current`` says (its ``submission`` part left empty: the file is read only when there is a
+    report to compare it with); otherwise why it is graded."""
+    if stored is None:
+        return NEW
+    if stored.status == Status.GRADER_ERROR:
+        return "grader error last time"
+    if not stored.fingerprint:
+        return "report of an older grader"
     try:
-        current = submission_sha256(read_submission(submission))
+        sha256 = submission_sha256(read_submission(submission))
     except Ungradable:  # no longer readable: its report must say so
-        return None
-    return report if report.submission_sha256 == current else None
+        sha256 = ""
+    changed = replace(current, submission=sha256).changed(stored.fingerprint)
+    return ", ".join(changed) if changed else None
+
+
+def previous_gradebook(out: Path) -> dict[str, dict]:
+    """The gradebook lines of the summary.json an earlier run wrote in ``out``, by student."""
+    return {str(line.get("student")): line for line in _summary(out).get("gradebook", []) if isinstance(line, dict)}
+
+
+def stored_reports(out: Path) -> dict[str, GradeReport]:
+    """The reports in ``out/reports`` that this grader can read, by file name."""
+    return {path.name: report for path in sorted((out / "reports").glob("*.json"))
+            if (report := read_report(path)) is not None}
+
+
+def check_assignment(out: Path, assignment: str, stored: dict[str, GradeReport]) -> None:
+    """A results folder belongs to one assignment: raises :class:`ResultsError` if ``out``
+    holds another's ``stored`` reports or summary, before anything is written there."""
+    others = {str(_summary(out).get("assignment", assignment)), *(report.assignment for report in stored.values())}
+    others.discard(assignment)
+    if others:
+        raise ResultsError(f"{out} holds the results of assignment {', '.join(sorted(others))}, not {assignment}: "
+                           "give each assignment its own --out folder")
 
 
 def prune_reports(out: Path, current: Iterable[Path]) -> list[Path]:
@@ -215,7 +277,7 @@ def read_results(folder: Path) -> ClassResults:
                            + (f" ({len(skipped)} unreadable files skipped)" if skipped else ""))
     assignment = assignments[0] if assignments else _summary(folder).get("assignment", "")
     part_ids = dict.fromkeys(part.id for report in reports.values() for part in report.parts)
-    return ClassResults.of(str(assignment), part_ids, reports, students, skipped)
+    return ClassResults.of(str(assignment), part_ids, reports, students, skipped, read_changes(folder))
 
 
 def _summary(folder: Path) -> dict:
@@ -237,10 +299,16 @@ def _gradebook(folder: Path, reports: dict[str, GradeReport]) -> list[StudentGra
                             files=tuple(Path(path) for path in line.get("files", [])),
                             graded=Path(submission) if submission else None, note=str(line.get("note") or ""),
                             late=bool(line.get("late")),
-                            not_graded=tuple(Path(path) for path in line.get("not_graded", [])))
+                            not_graded=tuple(Path(path) for path in line.get("not_graded", [])),
+                            pinned=None if line.get("pinned") is None else str(line["pinned"]))
         except (AttributeError, KeyError, TypeError) as exc:
             raise ResultsError(f"{folder / 'summary.json'} has a gradebook line this grader cannot read "
                                f"({type(exc).__name__}): run `grade batch` again to rewrite it") from None
-        grade = StudentGrade(handin, None)
-        students.append(StudentGrade(handin, reports.get(grade.report_file) if grade.report_file else None))
+        students.append(StudentGrade(handin, _report_of(reports, handin.graded),
+                                     {path: None if path in handin.not_graded else _report_of(reports, path)
+                                      for path in handin.others}))
     return students
+
+
+def _report_of(reports: dict[str, GradeReport], relative: Path | None) -> GradeReport | None:
+    return reports.get(report_path(Path(), relative).as_posix()) if relative else None

@@ -10,25 +10,50 @@ SIS ids), and lists the students who handed in nothing.
 
 from __future__ import annotations
 
-import csv
 import re
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 
 from grader.core.assignment import Assignment, most_work_done
+from grader.results.tables import TableError, read_table, table_rows
 
 SOURCE_SUFFIXES = (".py", ".ipynb")
 # Columns of a roster; only `student` is required. `path` is a file or folder under the batch
 # folder (default: the folder named like the student); a student may have several rows.
 ROSTER_COLUMNS = ("student", "path", "name", "email", "section", "canvas_id", "sis_user_id", "sis_login_id")
-MAX_ROSTER_BYTES = 10 * 2**20
-# What Canvas's "Download Submissions" names each file: login name, LATE, user id, attachment
-# id, then the file's own name (with "-1" before the suffix for a second upload of one name).
-_CANVAS_NAME = re.compile(r"(?P<name>[a-z0-9]+)_(?P<late>LATE_)?(?P<user>\d+)_\d+_(?P<file>.+)")
+# What Canvas's "Download Submissions" names each file: the student's name (lowercase, and
+# underscores where it had spaces or other characters), LATE, user id, attachment id, then the
+# file's own name (with "-1" before the suffix for a second upload of one name). The name may
+# hold underscores and digits, so a file name can split more than one way.
+_CANVAS_TAIL = re.compile(r"(?P<late>LATE_)?(?P<user>\d+)_\d+_(?P<file>.+)")
 
 
-class RosterError(Exception):
+@dataclass(frozen=True)
+class CanvasName:
+    name: str
+    user: str
+    late: bool
+    file: str  # as the student named it: the prefix and a "-1" before the suffix taken off
+    ambiguous: bool  # the name splits more than one way: read as the one whose file is the assignment's
+
+
+def canvas_name(filename: str, expected: Sequence[str] = ()) -> CanvasName | None:
+    """How Canvas's download named ``filename``, or None if it did not. Where it splits more than
+    one way, the split whose file is among ``expected`` (the assignment's module and notebook)
+    wins, then the shortest name."""
+    splits = []
+    for cut in (match.start() for match in re.finditer("_", filename)):
+        name, tail = filename[:cut], _CANVAS_TAIL.fullmatch(filename[cut + 1:])
+        if re.fullmatch(r"[a-z0-9_]*[a-z0-9]", name) and tail:
+            file = Path(tail["file"])
+            splits.append(CanvasName(name, tail["user"], bool(tail["late"]),
+                                     re.sub(r"-\d+$", "", file.stem) + file.suffix, False))
+    candidates = [split for split in splits if split.file in expected] or splits  # shortest name first
+    return replace(candidates[0], ambiguous=len(candidates) > 1) if candidates else None
+
+
+class RosterError(TableError):
     """The roster cannot be used: the message says which row and why."""
 
 
@@ -51,30 +76,17 @@ class Roster:
 
     @classmethod
     def load(cls, path: Path) -> Roster:
-        try:
-            if path.stat().st_size > MAX_ROSTER_BYTES:
-                raise RosterError(f"{path} is over {MAX_ROSTER_BYTES // 2**20} MiB: not a roster")
-            text = path.read_text(encoding="utf-8-sig")  # Excel writes a byte-order mark
-        except OSError as exc:
-            raise RosterError(f"cannot read the roster {path}: {exc.strerror or exc}") from None
-        except UnicodeDecodeError:
-            raise RosterError(f"{path} is not UTF-8 text: save the roster as CSV UTF-8") from None
-        return cls.parse(text, str(path))
+        return cls.parse(read_table(path, "roster", RosterError), str(path))
 
     @classmethod
     def parse(cls, text: str, source: str = "roster") -> Roster:
-        lines = text.removeprefix("\ufeff").splitlines()
-        rows = csv.reader(lines, delimiter=_delimiter(lines[0] if lines else ""))
-        header = [_column(name) for name in next(rows, [])]
+        header, rows = table_rows(text, ROSTER_COLUMNS)
         if "student" not in header:
             raise RosterError(f"{source} has no `student` column; its first row must name the columns, "
                               f"among: {', '.join(ROSTER_COLUMNS)}")
         students: dict[str, Student] = {}
         paths: dict[PurePosixPath, str] = {}
-        for number, row in enumerate(rows, start=2):
-            values = {column: value.strip() for column, value in zip(header, row) if column in ROSTER_COLUMNS}
-            if not any(values.values()):
-                continue
+        for number, values in rows:
             student_id = values.pop("student", "")
             if not student_id:
                 raise RosterError(f"{source}, row {number}: no student id")
@@ -94,19 +106,6 @@ class Roster:
         return None
 
 
-def _delimiter(header: str) -> str:
-    """The roster's separator, read from its header: Excel saves "CSV" with ``;`` where the
-    decimal mark is a comma, and "Text" with tabs. A one-column roster has none: ``,``."""
-    return max(",;\t", key=header.count)
-
-
-def _column(name: str) -> str:
-    """A header as ROSTER_COLUMNS spell it: "SIS User ID" is sis_user_id; "ID", as Canvas's
-    export names the Canvas user id, is canvas_id."""
-    column = re.sub(r"[\s-]+", "_", name.strip().lower())
-    return "canvas_id" if column == "id" else column
-
-
 def _roster_path(value: str, where: str) -> PurePosixPath:
     path = PurePosixPath(value.replace("\\", "/").rstrip("/"))
     if path.is_absolute() or ".." in path.parts or str(path) in ("", "."):
@@ -124,18 +123,34 @@ class Handin:
     late: bool = False
     unlisted: bool = False  # a roster was given and does not name this student
     not_graded: tuple[Path, ...] = ()  # the other files, when only the one their grade comes from is graded
+    ambiguous: bool = False  # who it is was read from a Canvas file name that splits more than one way
+    pinned: str | None = None  # the instructor chose the file graded (a Pin): their comment, else None
+
+    @property
+    def others(self) -> tuple[Path, ...]:
+        """The files handed in beside the one graded for the student."""
+        return tuple(path for path in self.files if path != self.graded)
+
+
+@dataclass(frozen=True)
+class Pin:
+    """The instructor's choice of the file a student's grade comes from (``grade batch
+    --overrides``, its ``file`` column), over :data:`FILE_RULE`'s."""
+    file: PurePosixPath  # relative to the batch folder, as grades.csv's submission column says
+    comment: str = ""
 
 
 def handins(files: Iterable[Path], folder: Path, assignment: Assignment, roster: Roster | None = None, *,
-            all_files: bool = False) -> list[Handin]:
-    """Every student of the batch, with the file graded for them: each on the roster (with
-    nothing if they handed in nothing), then those whose files no roster row names. Unless
-    ``all_files``, only that file is graded: one student's many copies cost the batch one."""
+            all_files: bool = False, pins: Mapping[str, Pin] | None = None) -> list[Handin]:
+    """Every student of the batch, with the file graded for them (by :data:`FILE_RULE`, or as
+    ``pins`` says, by student id): each on the roster (with nothing if they handed in
+    nothing), then those whose files no roster row names. Unless ``all_files``, only that file
+    is graded: one student's many copies cost the batch one."""
     grouped: dict[str, list[Path]] = {}
     found: dict[str, Student] = {}
     for relative in files:
         owner = roster.owner(relative) if roster else None
-        student = roster.students[owner] if owner else _student_from_path(relative)
+        student = roster.students[owner] if owner else _student_from_path(relative, assignment)
         grouped.setdefault(student.id, []).append(relative)
         found.setdefault(student.id, student)
     listed = dict(roster.students) if roster else {}
@@ -143,49 +158,65 @@ def handins(files: Iterable[Path], folder: Path, assignment: Assignment, roster:
     for student_id, paths in grouped.items():
         student = listed.get(student_id, found[student_id])
         result.append(_choose(student, paths, folder, assignment, unlisted=roster is not None and not student.on_roster,
-                              all_files=all_files))
+                              all_files=all_files, pin=(pins or {}).get(student_id)))
     order = {student_id: index for index, student_id in enumerate(listed)}
     return sorted(result, key=lambda handin: (order.get(handin.student.id, len(order)), handin.student.id))
 
 
-def _student_from_path(relative: Path) -> Student:
+def _student_from_path(relative: Path, assignment: Assignment) -> Student:
     if len(relative.parts) > 1:
         return Student(relative.parts[0])
-    canvas = _CANVAS_NAME.fullmatch(relative.name)
+    canvas = _canvas(relative, assignment)
     if canvas:
-        return Student(canvas["user"], name=canvas["name"], canvas_id=canvas["user"])
+        return Student(canvas.user, name=canvas.name, canvas_id=canvas.user)
     return Student(relative.stem or relative.name)
 
 
-def handed_in_name(relative: Path) -> str:
+def _canvas(relative: Path, assignment: Assignment) -> CanvasName | None:
+    """How Canvas's download named a file at the top of the batch folder."""
+    return canvas_name(relative.name, (assignment.module, assignment.notebook)) if len(relative.parts) == 1 else None
+
+
+def handed_in_name(relative: Path, assignment: Assignment) -> str:
     """The name the student gave the file: a Canvas download's prefix and "-1" taken off."""
-    canvas = _CANVAS_NAME.fullmatch(relative.name) if len(relative.parts) == 1 else None
-    if not canvas:
-        return relative.name
-    name = Path(canvas["file"])
-    return re.sub(r"-\d+$", "", name.stem) + name.suffix
+    canvas = _canvas(relative, assignment)
+    return canvas.file if canvas else relative.name
+
+
+# How the file a student's grade comes from is chosen among several: the note of each such
+# student, the feedback page and docs/instructors.md say it in these words.
+FILE_RULE = ("among the files named like the handout's module or notebook (else among every .py and .ipynb file, "
+             "else among every file), the one with the fewest stubs still raising NotImplementedError; on a tie "
+             "the shallowest, then the .py, then the first by name")
 
 
 def _choose(student: Student, paths: Sequence[Path], folder: Path, assignment: Assignment, *, unlisted: bool,
-            all_files: bool) -> Handin:
-    """The file graded for the student, as ``grade`` picks a working copy: of the files named
-    like the assignment's module or notebook (else of every .py and .ipynb, else of every
-    file), the one with the fewest stubs left; on a tie the shallowest, then the module."""
-    named = [path for path in paths if handed_in_name(path) in (assignment.module, assignment.notebook)]
-    sources = [path for path in paths if path.suffix in SOURCE_SUFFIXES]
-    pool = sorted(named or sources or paths, key=lambda path: (len(path.parts), path.suffix != ".py", path))
-    graded = most_work_done([folder / path for path in pool]).relative_to(folder) if len(pool) > 1 else pool[0]
+            all_files: bool, pin: Pin | None) -> Handin:
+    """The file graded for the student: the one ``pin`` names, if they handed it in, else the
+    one :data:`FILE_RULE` takes, as ``grade`` picks a working copy."""
+    pinned = next((path for path in paths if pin and PurePosixPath(path.as_posix()) == pin.file), None)
+    if pinned is not None:
+        graded = pinned
+    else:
+        named = [path for path in paths if handed_in_name(path, assignment) in (assignment.module, assignment.notebook)]
+        sources = [path for path in paths if path.suffix in SOURCE_SUFFIXES]
+        pool = sorted(named or sources or paths, key=lambda path: (len(path.parts), path.suffix != ".py", path))
+        graded = most_work_done([folder / path for path in pool]).relative_to(folder) if len(pool) > 1 else pool[0]
     notes = []
     if unlisted:
         notes.append("not on the roster")
-    others = tuple(path for path in paths if path != graded)
-    if others:
-        why = "the one with the fewest stubs left" if len(pool) > 1 else (
-            f"the one named {assignment.module} or {assignment.notebook}" if named else "the only source file")
-        also = "also handed in" if all_files else "also handed in, not graded"
-        notes.append(f"graded {graded.as_posix()}, {why}; {also}: {', '.join(path.as_posix() for path in others)}")
-    canvas = _CANVAS_NAME.fullmatch(graded.name) if len(graded.parts) == 1 else None
-    late = bool(canvas and canvas["late"])
+    if pin and pinned is not None:
+        notes.append(f"graded {graded.as_posix()}, pinned by the overrides" + (f": {pin.comment}" if pin.comment else ""))
+    elif len(paths) > 1:
+        notes.append(f"graded {graded.as_posix()} by the rule: {FILE_RULE}")
+    canvas = _canvas(graded, assignment)
+    late = bool(canvas and canvas.late)
     if late:
         notes.append("late: Canvas marked the upload LATE")
-    return Handin(student, tuple(paths), graded, "; ".join(notes), late, unlisted, () if all_files else others)
+    if canvas and canvas.ambiguous:
+        notes.append(f"the Canvas file name {graded.name} splits more than one way: read as user {canvas.user}, "
+                     f"named {canvas.name}; give a --roster to be sure")
+    others = tuple(path for path in paths if path != graded)
+    return Handin(student, tuple(paths), graded, "; ".join(notes), late, unlisted, () if all_files else others,
+                  ambiguous=bool(canvas and canvas.ambiguous),
+                  pinned=(pin.comment if pin and pinned is not None else None))

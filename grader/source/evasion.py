@@ -85,7 +85,7 @@ PATHS = {
     "signal": SIGNAL, "os.kill": SIGNAL, "os.killpg": SIGNAL,
 }
 # The grader's face to students (the handout tells them to call it in their notebook): a graded
-# notebook's check() does nothing (grader.core.cells.check_function), so it reaches nothing of the grader's.
+# notebook's check() does nothing (grader.core.cells.check_while_graded), so it reaches nothing of the grader's.
 # Importing the package is how `grader.check(...)` is spelled: what is then used of it is checked.
 STUDENT_FACING = frozenset({"grader.check"})
 STUDENT_FACING_PACKAGE = "grader"

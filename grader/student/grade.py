@@ -219,12 +219,12 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
     errors = Console(stderr=True)
     if args.submission is not None and not args.submission.is_file():
-        errors.print(error_text(f"no such submission file: {args.submission}"))
+        errors.print(error_text(f"no such submission file: {args.submission}"), soft_wrap=True)  # the path whole
         return EXIT_USAGE
     try:
         report = grade_public(args.assignment, args.submission, limits=replace(Limits(), cell_timeout_s=args.timeout))
     except AssignmentError as exc:
-        errors.print(error_text(exc))
+        errors.print(error_text(exc), soft_wrap=True)
         return EXIT_USAGE
     except KeyboardInterrupt:  # the tests' process group is killed on the way out (_pytest)
         errors.print(Text("interrupted: nothing was graded", style="yellow"))

@@ -2,15 +2,15 @@
 and the terminal view that ends ``grade batch``, which shares its table.
 
 The page has no scripts and no external resources (it is mailed around and opened from
-disk): the plots are inline SVG drawn here. Hints and part names come from reports that
-student code can influence, so every piece of report text is escaped, and loses its control
-characters, which no HTML or XML (the inline SVG) may hold: :func:`_escape` on the page,
-:func:`grader.views.terminal.plain` on the terminal.
+disk): the plots are inline SVG, their geometry computed here (:class:`Plot`). Hints and part
+names come from reports that student code can influence, so every piece of report text is
+escaped, and loses its control characters, which no HTML or XML (the inline SVG) may hold: on
+the page by the template's rendering (``templates/class_report.html.j2``,
+:mod:`grader.views.html_templates`), on the terminal by :func:`grader.views.terminal.plain`.
 """
 
 from __future__ import annotations
 
-import html
 import math
 import os
 import statistics
@@ -24,10 +24,12 @@ from rich.text import Text
 
 from grader.core.report import Status, write_atomic
 from grader.core.report_words import headline
-from grader.core.sanitize import for_terminal
+from grader.results.changes import FILE as CHANGES_FILE
+from grader.results.changes import Change
 from grader.results.class_stats import Bin, ClassStatistics, Scores, histogram
 from grader.results.folder import MISSING, BatchResult, ClassResults, StudentGrade
 from grader.views.feedback_pages import page_name
+from grader.views.html_templates import render
 from grader.views.terminal import plain
 
 PAGE = "report.html"  # its name in a results folder
@@ -39,10 +41,6 @@ STAT_COLUMNS = ("part", "graded", "mean", "median", "max", "out of")
 
 
 HARDEST_TESTS = 30  # the page lists the tests with the lowest pass rates, at most this many
-
-
-def _escape(text: str) -> str:
-    return html.escape(for_terminal(text))
 
 
 def _counted(count: int, noun: str) -> str:
@@ -62,27 +60,7 @@ def _describe(b: Bin) -> str:
     return f"{who}: {b.low:g} ≤ score < {b.high:g}"
 
 
-# ---- the HTML page -------------------------------------------------------------------
-
-_CSS = f"""
-body {{ font-family: system-ui, sans-serif; color: #222; max-width: 1040px; margin: 2em auto; padding: 0 1em; }}
-h1 {{ margin-bottom: .2em; }}
-h2 {{ border-bottom: 1px solid #ddd; padding-bottom: .2em; margin-top: 1.6em; }}
-.grid {{ display: grid; grid-template-columns: repeat(auto-fill, minmax(460px, 1fr)); gap: 1em; }}
-figure {{ margin: 0; }}
-figcaption {{ font-weight: 600; }}
-svg {{ max-width: 100%; height: auto; font-size: 12px; }}
-svg text {{ fill: #333; }}
-rect.histogram {{ fill: {HISTOGRAM_COLOUR}; }}
-rect.mistake {{ fill: {MISTAKE_COLOUR}; }}
-rect:hover {{ opacity: .75; }}
-.note {{ color: #8a5a00; }}
-table {{ border-collapse: collapse; margin-bottom: 1.5em; }}
-th, td {{ padding: .3em .8em; border-bottom: 1px solid #eee; text-align: right; }}
-th:first-child, td:first-child {{ text-align: left; }}
-tfoot td {{ font-weight: 600; border-top: 2px solid #ccc; }}
-table.list td, table.list th {{ text-align: left; vertical-align: top; }}
-"""
+# ---- the HTML page: templates/class_report.html.j2 -----------------------------------
 
 
 def write_page(results: ClassResults, page: Path, feedback: Path | None = None) -> None:
@@ -96,163 +74,127 @@ def render_html(data: ClassResults, feedback: str | None = None) -> str:
     """The page; ``feedback``: where the students' feedback pages are, relative to it (their
     rows link there), or None when there are none."""
     stats = data.statistics
-    title = f"Assignment {data.assignment}: class report, {stats.submissions} submissions"
-    counts = (", ".join(f"{count} {status.replace('_', ' ')}" for status, count in stats.counts.items())
-              + _also_handed_in(stats))
-    skipped = ""
-    if data.skipped:
-        names = ", ".join(path.as_posix() for path in data.skipped)
-        skipped = (f'<p class="note">Skipped {_counted(len(data.skipped), "file")} that are not grade reports: '
-                   f"{_escape(names)}</p>")
-    parts = "\n".join(f"<figure><figcaption>{_escape(part_id)}</figcaption>{_histogram_svg(part_id, scores)}"
-                      "</figure>" for part_id, scores in stats.parts.items())
-    return f"""<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{_escape(title)}</title>
-<style>{_CSS}</style>
-</head>
-<body>
-<h1>{_escape(title)}</h1>
-<p>{counts}. Scores are those of the graded submissions.</p>
-{skipped}
-<h2>Total score</h2>
-{_histogram_svg("total", stats.total)}
-<h2>Most frequent mistakes</h2>
-{_mistakes_svg(stats.hints) if stats.hints else "<p>No graded submission lost points with a hint.</p>"}
-<h2>Parts</h2>
-{_stats_table(stats)}
-<div class="grid">
-{parts}
-</div>
-{_hardest_tests(stats)}
-{_not_graded(stats)}
-{_flagged(stats)}
-{_students(data.students, feedback)}
-</body>
-</html>
-"""
+    return render(
+        "class_report.html.j2",
+        title=f"Assignment {data.assignment}: class report, {stats.submissions} submissions",
+        counts=(", ".join(f"{count} {status.replace('_', ' ')}" for status, count in stats.counts.items())
+                + _also_handed_in(stats)),
+        skipped=[path.as_posix() for path in data.skipped], skipped_files=_counted(len(data.skipped), "file"),
+        total=_histogram_plot("total", stats.total),
+        mistakes=_mistakes_plot(stats.hints) if stats.hints else None,
+        stat_columns=STAT_COLUMNS, part_rows=[_stat_row(part_id, scores) for part_id, scores in stats.parts.items()],
+        total_row=_stat_row("total", stats.total),
+        parts={part_id: _histogram_plot(part_id, scores) for part_id, scores in stats.parts.items()},
+        hardest=[[rate.part, rate.test, f"{rate.passed} / {rate.run}", f"{rate.rate:.0%}"]
+                 for rate in stats.tests if rate.passed < rate.run][:HARDEST_TESTS],
+        not_graded=[[report.submission, report.status.replace("_", " "), report.error or ""]
+                    for report in stats.not_graded],
+        flags=[[report.submission, flag.kind, flag.where, flag.detail]
+               for report in stats.flagged for flag in report.flags],
+        students=_students(data.students, feedback),
+        changes=[[change.student, f"{change.old_score:g}", f"{change.new_score:g}", change.parts, change.why]
+                 for change in data.changes],
+        changes_file=CHANGES_FILE,
+        colours={"histogram": HISTOGRAM_COLOUR, "mistake": MISTAKE_COLOUR},
+    )
+
+
+def _stat_row(name: str, scores: Scores) -> list[str]:
+    return [name, str(len(scores.values)), *_stat_cells(scores), f"{scores.max_score:g}"]
 
 
 @dataclass(frozen=True)
-class Markup:
-    """A table cell of HTML that this module wrote (every other cell is text, escaped)."""
-    html: str
+class StudentRow:
+    student: str
+    name: str
+    status: str
+    score: str
+    hint: str
+    page: str | None  # the link to their feedback page
 
 
-def _table(header: list[str], rows: list[list[str | Markup]]) -> str:
-    def cell(value: str | Markup) -> str:
-        return value.html if isinstance(value, Markup) else _escape(value)
-
-    head = "".join(f"<th>{_escape(column)}</th>" for column in header)
-    body = "".join("<tr>" + "".join(f"<td>{cell(value)}</td>" for value in row) + "</tr>" for row in rows)
-    return f'<table class="list"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
-
-
-def _hardest_tests(stats: ClassStatistics) -> str:
-    failed = [rate for rate in stats.tests if rate.passed < rate.run][:HARDEST_TESTS]
-    if not failed:
-        return ""
-    rows = [[rate.part, rate.test, f"{rate.passed} / {rate.run}", f"{rate.rate:.0%}"] for rate in failed]
-    return ("<h2>Hardest tests</h2><p>The tests the graded submissions failed most often, lowest pass rate first.</p>"
-            + _table(["part", "test", "passed", "pass rate"], rows))
-
-
-def _not_graded(stats: ClassStatistics) -> str:
-    if not stats.not_graded:
-        return ""
-    rows = [[report.submission, report.status.replace("_", " "), report.error or ""] for report in stats.not_graded]
-    return ("<h2>Not graded</h2><p>Ungradable submissions score 0; a grader error is the grader's fault, and "
-            "<code>grade batch</code> regrades it.</p>" + _table(["submission", "status", "why"], rows))
-
-
-def _flagged(stats: ClassStatistics) -> str:
-    if not stats.flagged:
-        return ""
-    rows = [[report.submission, flag.kind, flag.where, flag.detail] for report in stats.flagged for flag in report.flags]
-    return ("<h2>Flags</h2><p>Evasive-looking code, found by reading the source: for you to look at.</p>"
-            + _table(["submission", "kind", "where", "what"], rows))
-
-
-def _students(students: list[StudentGrade], feedback: str | None) -> str:
-    if not students:
-        return ""
+def _students(students: list[StudentGrade], feedback: str | None) -> list[StudentRow]:
     rows = []
     for entry in students:
         score = f"{entry.report.score:g}" if entry.report and entry.status == Status.GRADED else "0"
         hint = headline(entry.report) if entry.report else "no submission"
-        link: str | Markup = ""
-        if feedback is not None:
-            href = html.escape(f"{feedback}/{quote(page_name(entry.student))}.html")
-            link = Markup(f'<a href="{href}">feedback</a>')
-        rows.append([entry.student, entry.name, entry.status.replace("_", " "), score, hint, link])
-    return "<h2>Students</h2>" + _table(["student", "name", "status", "score", "what cost the most", "page"], rows)
+        page = None if feedback is None else f"{feedback}/{quote(page_name(entry.student))}.html"
+        rows.append(StudentRow(entry.student, entry.name, entry.status.replace("_", " "), score, hint, page))
+    return rows
 
 
-def _svg(width: int, height: int, label: str, body: list[str]) -> str:
-    # No xmlns: inline SVG in HTML needs none, and the page holds no URL at all.
-    label = _escape(label)
-    return (f'<svg width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" aria-label="{label}">'
-            f"<title>{label}</title>{''.join(body)}</svg>")
+# A plot as data, which templates/plots.html.j2 draws as inline SVG.
 
 
-def _rect(x: float, y: float, width: float, height: float, kind: str, tooltip: str) -> str:
-    return (f'<rect class="{kind}" x="{x:.1f}" y="{y:.1f}" width="{width:.1f}" height="{height:.1f}">'
-            f"<title>{_escape(tooltip)}</title></rect>")
+@dataclass(frozen=True)
+class Bar:
+    x: float
+    y: float
+    width: float
+    height: float
+    kind: str  # its CSS class, which gives its colour
+    tooltip: str
 
 
-def _text(x: float, y: float, text: str, anchor: str = "middle") -> str:
-    return f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}">{_escape(text)}</text>'
+@dataclass(frozen=True)
+class Label:
+    x: float
+    y: float
+    text: str
+    anchor: str = "middle"
+    kind: str = "label"  # its CSS class: "tick", a bin's range under the axis, is smaller
 
 
-def _histogram_svg(name: str, scores: Scores) -> str:
+@dataclass(frozen=True)
+class Axis:
+    x1: int
+    x2: int
+    y: int
+
+
+@dataclass(frozen=True)
+class Plot:
+    width: int
+    height: int
+    label: str  # what the plot shows, for a screen reader and as its title
+    bars: list[Bar]
+    labels: list[Label]
+    axis: Axis | None = None
+
+
+def _histogram_plot(name: str, scores: Scores) -> Plot:
     width, height, left, top, bottom = 480, 220, 10, 20, 40
     bins = histogram(scores)
-    label = (f"Histogram of {name} scores out of {scores.max_score:g}, "
-             f"{len(scores.values)} graded submissions")
     slot = (width - 2 * left) / len(bins)
     tallest = max(b.count for b in bins) or 1
-    body = []
+    bars, labels = [], []
     for i, b in enumerate(bins):
         x = left + i * slot
         bar = (height - top - bottom) * b.count / tallest
         if b.count:
-            body.append(_rect(x + slot * .1, height - bottom - bar, slot * .8, bar, "histogram", _describe(b)))
-            body.append(_text(x + slot / 2, height - bottom - bar - 4, str(b.count)))
-        body.append(_text(x + slot / 2, height - bottom + 14, f"{b.low:g}"))
-    body.append(f'<line x1="{left}" x2="{width - left}" y1="{height - bottom}" y2="{height - bottom}" stroke="#999"/>')
-    body.append(_text(width / 2, height - 6, f"{name} score (last bar: full marks, {scores.max_score:g})"))
+            bars.append(Bar(x + slot * .1, height - bottom - bar, slot * .8, bar, "histogram", _describe(b)))
+            labels.append(Label(x + slot / 2, height - bottom - bar - 4, str(b.count)))
+        labels.append(Label(x + slot / 2, height - bottom + 14, b.label, kind="tick"))
+    labels.append(Label(width / 2, height - 6, f"{name} score (last bar: full marks, {scores.max_score:g})"))
     if not scores.values:
-        body.append(_text(width / 2, height / 2, "no graded submissions"))
-    return _svg(width, height, label, body)
+        labels.append(Label(width / 2, height / 2, "no graded submissions"))
+    label = f"Histogram of {name} scores out of {scores.max_score:g}, {len(scores.values)} graded submissions"
+    return Plot(width, height, label, bars, labels, Axis(left, width - left, height - bottom))
 
 
-def _mistakes_svg(hints: list[tuple[str, int]]) -> str:
+def _mistakes_plot(hints: list[tuple[str, int]]) -> Plot:
     width, row, bar_height, count_room = 1000, 44, 16, 40
     most = max(count for _, count in hints)
-    body = []
+    bars, labels = [], []
     for i, (hint, count) in enumerate(hints):
         y = i * row
         shown = hint if len(hint) <= MISTAKE_LABEL_CHARS else hint[:MISTAKE_LABEL_CHARS - 1] + "…"
         bar = (width - count_room) * count / most
-        body.append(_text(0, y + 14, shown, anchor="start"))
-        body.append(_rect(0, y + 20, bar, bar_height, "mistake", f"{_counted(count, 'submission')}: {hint}"))
-        body.append(_text(bar + 6, y + 20 + bar_height - 3, str(count), anchor="start"))
+        labels.append(Label(0, y + 14, shown, anchor="start"))
+        bars.append(Bar(0, y + 20, bar, bar_height, "mistake", f"{_counted(count, 'submission')}: {hint}"))
+        labels.append(Label(bar + 6, y + 20 + bar_height - 3, str(count), anchor="start"))
     label = f"Bar chart of the {len(hints)} most frequent mistakes, by number of submissions"
-    return _svg(width, row * len(hints), label, body)
-
-
-def _stats_table(stats: ClassStatistics) -> str:
-    def row(name: str, scores: Scores) -> str:
-        cells = [_escape(name), str(len(scores.values)), *_stat_cells(scores), f"{scores.max_score:g}"]
-        return "<tr>" + "".join(f"<td>{cell}</td>" for cell in cells) + "</tr>"
-
-    header = "".join(f"<th>{column}</th>" for column in STAT_COLUMNS)
-    rows = "".join(row(part_id, scores) for part_id, scores in stats.parts.items())
-    return (f"<table><thead><tr>{header}</tr></thead><tbody>{rows}</tbody>"
-            f"<tfoot>{row('total', stats.total)}</tfoot></table>")
+    return Plot(width, row * len(hints), label, bars, labels)
 
 
 # ---- the terminal view ---------------------------------------------------------------
@@ -292,10 +234,29 @@ def _also_handed_in(stats: ClassStatistics) -> str:
     return f" ({_counted(stats.also_handed_in, 'more file')} handed in beside the one graded for a student, not counted)"
 
 
-def batch_summary(result: BatchResult) -> Group:
+CHANGES_NAMED = 10  # the terminal views name this many students (changed, overridden), then count the rest
+
+
+def _named(students: list[str]) -> str:
+    """The first CHANGES_NAMED students, and how many more."""
+    more = len(students) - CHANGES_NAMED
+    return ", ".join(students[:CHANGES_NAMED]) + (f" and {more} more" if more > 0 else "")
+
+
+def changes_line(changes: list[Change], folder: Path | None = None) -> str:
+    """The last run's changes in a line: how many students, who, and where changes.csv has the rest."""
+    where = (folder / CHANGES_FILE).as_posix() if folder else CHANGES_FILE
+    if not changes:
+        return f"no student's grade changed in the last run ({where})"
+    return (f"{_counted(len(changes), 'student')} whose grade changed in the last run: "
+            f"{_named([change.student for change in changes])} (see {where})")
+
+
+def batch_summary(result: BatchResult, folder: Path | None = None) -> Group:
     """The end-of-batch view: the class numbers, how long it took, the students, and what an
     instructor must look at: reports set aside, students a gradebook leaves out (the
-    summary's ``left_out``, by gradebook file), the most frequent hints."""
+    summary's ``left_out``, by gradebook file), the overrides, the students whose grade the run
+    changed (``folder``: the results folder, to point at its changes.csv), the most frequent hints."""
     stats, students = result.class_results.statistics, result.class_results.students
     per = result.duration_s / result.graded if result.graded else None
     missing = [grade.student for grade in students if grade.status == MISSING]
@@ -307,6 +268,17 @@ def batch_summary(result: BatchResult) -> Group:
               + (f", gradebook mean {statistics.fmean(grade.score for grade in students):.3g} (0 for no score)"
                  if students else "")
               + (f"; no submission from {', '.join(missing)}" if missing else ""))]
+    ambiguous = [grade.student for grade in students if grade.handin.ambiguous]
+    if ambiguous:
+        lines.append(plain(f"Canvas file names that split more than one way, read as the students {', '.join(ambiguous)}: "
+                           "check them in grades.csv, or give a --roster", style="yellow"))
+    for why, count in result.regrade.reasons().items():
+        lines.append(plain(f"{why}: {count} regraded", style="yellow"))
+    if overridden := [grade for grade in students if grade.overridden]:
+        lines.append(plain(f"overrides: {_counted(sum(len(grade.overridden) for grade in overridden), 'part')} of "
+                           f"{_named([grade.student for grade in overridden])} (grades.csv's overrides column)"))
+    if result.class_results.changes or result.regrade.reasons():  # a regrade that changed no grade says so too
+        lines.append(plain(changes_line(result.class_results.changes, folder), style="yellow"))
     if result.removed:
         lines.append(plain(f"moved {_counted(len(result.removed), 'report')} of files no longer handed in "
                            f"to {result.removed[0].parent}", style="yellow"))
@@ -328,6 +300,8 @@ def class_table(data: ClassResults) -> Group:
     if data.skipped:
         items.append(plain(f"skipped {_counted(len(data.skipped), 'file')} that are not grade reports: "
                            + ", ".join(path.as_posix() for path in data.skipped), style="yellow"))
+    if data.changes:
+        items.append(plain(changes_line(data.changes), style="yellow"))
     if stats.hints:
         mistakes = Table(title="Most frequent mistakes", title_justify="left")
         mistakes.add_column("count", justify="right")

@@ -4,27 +4,32 @@
 
 Written by ``grade batch``, or by ``grade feedback RESULTS`` over a results folder: one pair
 per student of the gradebook, linked from the class report. A page says
-the score, or why there is none; each part with what is probably wrong; each failing check
-with its message (what the code returned and what was expected); the notes on the
-notebook's cells, in the notebook's order; and what the code printed.
+the score, or why there is none; the file graded, and where there were several, how it was
+chosen and what the others scored; each part with what is probably wrong, and what the
+instructor changed and why (``grade batch --overrides``); each failing check with its message
+(what the code returned and what was expected); the notes on the notebook's cells, in the
+notebook's order; and what the code printed.
 
 The page is built once as a list of blocks and then written twice, so the two never say
 different things. Everything on it but the grader's own words comes from the report, which
-the student's code can influence: HTML is escaped, Markdown backslash-escaped or fenced,
-and both lose their control characters (:func:`grader.core.sanitize.for_terminal`).
+the student's code can influence: HTML is escaped (the page is a template,
+``templates/feedback.html.j2``, rendered with autoescape: :mod:`grader.views.html_templates`),
+Markdown backslash-escaped or fenced, and both lose their control characters
+(:func:`grader.core.sanitize.for_terminal`).
 """
 
 from __future__ import annotations
 
-import html
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.core.report import GradeReport, Outcome, Status, write_atomic
-from grader.core.report_words import grader_failed, part_problem
+from grader.core.report import GradeReport, Outcome, PartResult, Status, write_atomic
+from grader.core.report_words import file_score, grader_failed, part_problem
 from grader.core.sanitize import for_terminal
 from grader.results.folder import MISSING, ClassResults, StudentGrade, report_name
+from grader.results.students import FILE_RULE
+from grader.views.html_templates import render
 
 FOLDER = "feedback"
 
@@ -73,15 +78,16 @@ def page_blocks(assignment: str, entry: StudentGrade) -> list[Block]:
         blocks.append(Paragraph(f"Your submission could not be graded, so the score is 0: {report.error}"))
     elif report.status == Status.GRADER_ERROR:
         blocks.append(Paragraph(grader_failed(report.error or "unknown error")))
+    elif report.score != report.autograder_score:
+        blocks.append(Paragraph(f"Score: {report.score:g} / {report.max_score:g}, with your instructor's changes "
+                                f"below (the autograder gave {report.autograder_score:g})"))
     else:
         blocks.append(Paragraph(f"Score: {report.score:g} / {report.max_score:g}"))
-    graded = f"Graded: {entry.submission}" + (" (submitted late)" if entry.late else "")
-    blocks.append(Paragraph(graded + (f". {entry.note}" if entry.note else "")))
+    blocks.append(Paragraph(f"Graded: {entry.submission}" + (" (submitted late)" if entry.late else "")))
+    blocks += _files(entry)
     if report.status != Status.GRADED:
         return blocks + _notes(report)
-    blocks += [Heading(2, "Parts"),
-               Grid(["part", "score", "what is probably wrong"],
-                    [[part.id, f"{part.score:g} / {part.max_score:g}", part_problem(part)] for part in report.parts])]
+    blocks += [Heading(2, "Parts"), _parts(report)]
     for part in report.parts:
         failing = [test for test in part.tests if test.outcome != Outcome.PASSED]
         if part.score >= part.max_score or not failing:
@@ -99,6 +105,36 @@ def page_blocks(assignment: str, entry: StudentGrade) -> list[Block]:
     return blocks
 
 
+def _files(entry: StudentGrade) -> list[Block]:
+    """How the file graded was chosen among several, and the others, each with its score."""
+    if not entry.others:
+        return []
+    why = (f"Your instructor chose this file for your grade" + (f": {entry.handin.pinned}" if entry.handin.pinned else ".")
+           if entry.handin.pinned is not None else f"You handed in several files; the one graded is, {FILE_RULE}.")
+    rows = [[path.as_posix(), file_score(report)] for path, report in entry.others.items()]
+    return [Heading(2, "Your files"), Paragraph(why), Grid(["also handed in", "score"], rows)]
+
+
+def _parts(report: GradeReport) -> Grid:
+    """Each part's score and what is probably wrong; where an instructor changed a part, what
+    they changed and why."""
+    header = ["part", "score", "what is probably wrong"]
+    rows = [[part.id, f"{part.score:g} / {part.max_score:g}", part_problem(part)] for part in report.parts]
+    if any(part.override for part in report.parts):
+        header.append("your instructor's change")
+        for row, part in zip(rows, report.parts):
+            row.append(_change(part))
+    return Grid(header, rows)
+
+
+def _change(part: PartResult) -> str:
+    if part.override is None:
+        return ""
+    moved = (f"{part.autograder_score:g} -> {part.score:g}" if part.score != part.autograder_score
+             else "the autograder's score kept")
+    return moved + (f": {part.override.comment}" if part.override.comment else "")
+
+
 def _notes(report: GradeReport) -> list[Block]:
     if not report.notes:
         return []
@@ -109,40 +145,10 @@ def _notes(report: GradeReport) -> list[Block]:
 
 # ---- HTML ----------------------------------------------------------------------------
 
-_CSS = """
-body { font-family: system-ui, sans-serif; color: #222; max-width: 880px; margin: 2em auto; padding: 0 1em; }
-h2 { border-bottom: 1px solid #ddd; padding-bottom: .2em; margin-top: 1.6em; }
-table { border-collapse: collapse; }
-th, td { padding: .3em .8em; border-bottom: 1px solid #eee; text-align: left; vertical-align: top; }
-td:nth-child(2) { text-align: right; white-space: nowrap; }
-pre { background: #f6f6f6; padding: .6em; overflow-x: auto; white-space: pre-wrap; }
-"""
-
-
-def _h(text: str) -> str:
-    return html.escape(for_terminal(text)).replace("\n", "<br>")
-
 
 def render_html(blocks: list[Block]) -> str:
     title = next((block.text for block in blocks if isinstance(block, Heading)), "Feedback")
-    body = []
-    for block in blocks:
-        if isinstance(block, Heading):
-            body.append(f"<h{block.level}>{_h(block.text)}</h{block.level}>")
-        elif isinstance(block, Paragraph):
-            body.append(f"<p>{_h(block.text)}</p>")
-        elif isinstance(block, Items):
-            body.append("<ul>" + "".join(f"<li>{_h(item)}</li>" for item in block.items) + "</ul>")
-        elif isinstance(block, Grid):
-            header = "".join(f"<th>{_h(cell)}</th>" for cell in block.header)
-            rows = "".join("<tr>" + "".join(f"<td>{_h(cell)}</td>" for cell in row) + "</tr>" for row in block.rows)
-            body.append(f"<table><thead><tr>{header}</tr></thead><tbody>{rows}</tbody></table>")
-        else:
-            body.append(f"<pre>{html.escape(for_terminal(block.text))}</pre>")
-    return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-            f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-            f"<title>{_h(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
-            + "\n".join(body) + "\n</body>\n</html>\n")
+    return render("feedback.html.j2", title=title, blocks=[(type(block).__name__, block) for block in blocks])
 
 
 # ---- Markdown ------------------------------------------------------------------------

@@ -13,9 +13,10 @@ from grader.results.outputs import write_outputs
 from grader.views import class_report, feedback_pages
 
 
-def write_results_folder(result: BatchResult, out: Path, canvas_column: str | None = None) -> dict:
+def write_results_folder(result: BatchResult, out: Path, canvas_column: str | None = None, *,
+                         missing_zero: bool = False) -> dict:
     """Write it all into ``out``; returns the summary (also kept as ``result.summary``)."""
-    result.summary = write_outputs(result, out, canvas_column)
+    result.summary = write_outputs(result, out, canvas_column, missing_zero=missing_zero)
     feedback_pages.write_feedback(result.class_results, out)
     class_report.write_page(result.class_results, out / class_report.PAGE, out / feedback_pages.FOLDER)
     return result.summary

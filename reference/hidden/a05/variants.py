@@ -20,6 +20,7 @@ from grader.suite import FUTURE_VISIBLE as _future_visible
 
 # The notes that part isolation adds to these hints (tests/test_grade_05.py names them).
 from grader.suite import PIECE_RAISES, Mistake  # noqa: F401
+from grader.suite import describe_piece as piece  # noqa: F401
 from reference.masks import causal_mask, padding_mask
 
 # ---- FeedForward ---------------------------------------------------------------------
