@@ -4,6 +4,7 @@ pages are generated from it, and the stubs, the reference and the mistake tables
 from __future__ import annotations
 
 import ast
+import shutil
 from importlib import import_module
 
 import pytest
@@ -157,3 +158,17 @@ def test_each_used_part_has_a_stock_part_to_stand_in_for_it(assignment):
     defined = {node.name for node in ast.parse(assignment.stand_ins.read_text(encoding="utf-8")).body
                if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
     assert used <= defined, used - defined
+
+
+def test_turning_the_rubric_off_changes_the_contracts_fingerprint(tmp_path):
+    # A stored report is reused only while its fingerprint holds: the course's switch decides scores.
+    from grader.core.fingerprint import Fingerprint
+    from grader.engine.options import DEFAULT
+
+    shutil.copytree(ROOT / "assignments" / "03", tmp_path / "03")
+    course = tmp_path / "course.toml"
+    course.write_text("[rubric]\nenabled = true\n")
+    on = Fingerprint.of(Assignment.load(tmp_path / "03"), DEFAULT)
+    course.write_text("[rubric]\nenabled = false\n")
+    off = Fingerprint.of(Assignment.load(tmp_path / "03"), DEFAULT)
+    assert off.changed(on.to_dict()) == ["contract changed"]

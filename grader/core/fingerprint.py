@@ -5,7 +5,8 @@ while every part of it is unchanged (:func:`grader.results.folder.why_stale`):
 - ``suite``: the assignment's hidden suite, every file of its folder;
 - ``reference``: the reference modules grading needs: the shared files, and those the suite
   names or imports, with what they import in turn;
-- ``contract``: the assignment's ``assignment.toml``;
+- ``contract``: the assignment's ``assignment.toml``, and the course's ``course.toml`` beside its
+  folder (whose ``[rubric]`` switch decides how parts are scored);
 - ``grader``: the grader package's own source;
 - ``options``: the device, the sandbox, the limits and the total time, as graded.
 
@@ -60,6 +61,12 @@ def reference_files(assignment: Assignment) -> list[Path]:
     return sorted(files)
 
 
+def contract_files(assignment: Assignment) -> list[Path]:
+    """The contract's files: the assignment's, and the course's where there is one."""
+    course = assignment.directory.parent / "course.toml"
+    return [assignment.directory / "assignment.toml", *([course] if course.is_file() else [])]
+
+
 def digest(paths: Iterable[Path], root: Path) -> str:
     """The SHA-256 of the files' names (relative to ``root``) and contents, in name order."""
     sha = hashlib.sha256()
@@ -89,7 +96,7 @@ class Fingerprint:
         return cls(submission=submission_sha256,
                    suite=digest(source_files(suite), suite),
                    reference=digest(shared, reference),
-                   contract=digest([assignment.directory / "assignment.toml"], assignment.directory),
+                   contract=digest(contract_files(assignment), assignment.directory.parent),
                    grader=digest(source_files(GRADER_DIR), GRADER_DIR),
                    options=hashlib.sha256(settings.encode()).hexdigest())
 
