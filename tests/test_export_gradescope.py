@@ -257,7 +257,7 @@ def test_zip_holds_the_scripts_at_its_root_and_the_source_to_grade(autograder_zi
     assert modes["run_autograder"] == modes["setup.sh"] == 0o755
     for name in ("pyproject.toml", "README.md", "grader/cli.py", "grader/core/schema/report.v2.json",
                  "reference/multihead.py", "reference/hidden/a03/conftest.py", "reference/hidden/a03/test_multihead.py",
-                 "assignments/03/assignment.toml", "assignments/03/mha.py"):
+                 "assignments/03/assignment.toml", "assignments/03/mha.py", "assignments/course.toml"):
         assert name in modes, name
     assert not [name for name in modes if "__pycache__" in name or name.endswith(".pyc")]
     # Nothing of the package left behind (a new module or sub-package is picked up, not listed).

@@ -7,7 +7,8 @@ while every part of it is unchanged (:func:`grader.results.folder.why_stale`):
   it imports it (relative imports, import_module), and what pytest loads beside it (a
   conftest.py in reference/hidden/). An edit anywhere there regrades: a report is never
   reused on a guess about what grading read;
-- ``contract``: the assignment's ``assignment.toml``;
+- ``contract``: the assignment's ``assignment.toml``, and the course's ``course.toml`` beside its
+  folder (whose ``[rubric]`` switch decides how parts are scored);
 - ``grader``: the grader package's own source;
 - ``options``: the device, the sandbox, the limits and the total time, as graded.
 
@@ -39,6 +40,12 @@ def source_files(directory: Path) -> Iterator[Path]:
             yield path
 
 
+def contract_files(assignment: Assignment) -> list[Path]:
+    """The contract's files: the assignment's, and the course's where there is one."""
+    course = assignment.directory.parent / "course.toml"
+    return [assignment.directory / "assignment.toml", *([course] if course.is_file() else [])]
+
+
 def digest(paths: Iterable[Path], root: Path) -> str:
     """The SHA-256 of the files' names (relative to ``root``) and contents, in name order."""
     sha = hashlib.sha256()
@@ -68,7 +75,7 @@ class Fingerprint:
         return cls(submission=submission_sha256,
                    suite=digest(source_files(suite), suite),
                    reference=digest(shared, reference),
-                   contract=digest([assignment.directory / "assignment.toml"], assignment.directory),
+                   contract=digest(contract_files(assignment), assignment.directory.parent),
                    grader=digest(source_files(GRADER_DIR), GRADER_DIR),
                    options=hashlib.sha256(settings.encode()).hexdigest())
 

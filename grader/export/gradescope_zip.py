@@ -5,7 +5,8 @@ At the zip's root: ``setup.sh`` (run once, as root, when the image is built),
 the source needed to grade: the ``grader`` package; of the ``reference`` package, what grading
 this assignment needs (:func:`reference_files`: its hidden suite and the reference modules
 it imports; the zip is for instructors only); the assignment's folder under
-``assignments/``; and ``pyproject.toml`` and ``README.md``, which installing the source reads.
+``assignments/``, with the course's ``assignments/course.toml`` (whether the rubric is on); and
+``pyproject.toml`` and ``README.md``, which installing the source reads.
 """
 
 from __future__ import annotations
@@ -123,5 +124,8 @@ def build_autograder(assignment_dir: str | Path, out: Path, visibility: Visibili
         entries[path.relative_to(project).as_posix()] = (path.read_bytes(), REGULAR)
     for path in source_files(assignment.directory):
         entries[f"{bundled}/{path.relative_to(assignment.directory).as_posix()}"] = (path.read_bytes(), REGULAR)
+    course = assignment.directory / ".." / "course.toml"  # the course's [rubric], which the assignment reads
+    if course.is_file():
+        entries["assignments/course.toml"] = (course.read_bytes(), REGULAR)
     write_zip(out, entries)
 

@@ -8,6 +8,7 @@ from grader.suite import (
     expect_contract_parameters,
     expect_raises,
     expect_tensor,
+    gradient_mistakes,
     is_close,
     materialized,
 )
@@ -95,9 +96,14 @@ def test_mha_gradients(student_mha, reference_mha, make_input):
     query.requires_grad_(True)
     reference_mha(query, memory, memory).backward(grad_output)
     got = student_mha.backward(query, memory, memory, grad_output=grad_output)
-    expect_close("gradient of the loss w.r.t. the query", got.input_grads[0], query.grad, atol=1e-4, rtol=1e-3)
+    params = _params(reference_mha)
+    named = gradient_mistakes(lambda t: variants.mistakes({n: t[n] for n in params}, t["query"], memory, memory, NUM_HEADS),
+                              {"query": query, **params}, grad_output)
+    expect_close("gradient of the loss w.r.t. the query", got.input_grads[0], query.grad, atol=1e-4, rtol=1e-3,
+                 mistakes=named["query"])
     for name, param in reference_mha.named_parameters():
-        expect_close(f"gradient of {name}", got.param_grads.get(name), param.grad, atol=1e-4, rtol=1e-3)
+        expect_close(f"gradient of {name}", got.param_grads.get(name), param.grad, atol=1e-4, rtol=1e-3,
+                     mistakes=named[name])
 
 
 def test_mha_dropout_is_off_in_eval_mode(student, reference_mha, make_input, device):
@@ -105,7 +111,7 @@ def test_mha_dropout_is_off_in_eval_mode(student, reference_mha, make_input, dev
     module.method("eval")
     x = make_input(2, 5, D_MODEL, seed=19)
     expect_close("MultiHeadAttention(dropout=0.5) in eval mode", module(x, x, x), reference_mha(x, x, x),
-                 atol=ATOL, rtol=RTOL)
+                 atol=ATOL, rtol=RTOL, mistakes=variants.mistakes(_params(reference_mha), x, x, x, NUM_HEADS))
 
 
 def test_mha_follows_the_input_device(student_mha, make_input, device):

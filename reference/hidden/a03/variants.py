@@ -11,7 +11,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from grader.suite import MASK_FILL_NOT_NEGATIVE
+from grader.suite import MASK_FILL_NOT_NEGATIVE, Mistake
 from reference.multihead import combine_heads, split_heads
 
 NO_TRANSPOSE_SPLIT = "heads split with view and no transpose: features of different heads are mixed"
@@ -26,6 +26,19 @@ MASK_AFTER_SOFTMAX = "mask applied after the softmax: mask the scores before it,
 MASK_NOT_AS_GIVEN = ("the mask is not applied as given: fill the scores where mask is False with float('-inf') "
                      "before the softmax; it broadcasts to (B, H, T_q, T_k) as it is")
 NO_OUTPUT_PROJECTION = "the output projection W_o is not applied after combining the heads"
+
+
+# The contract's words (assignments/03/assignment.toml's mistakes) for the mistakes these hints
+# name: a check whose value matches one of them carries those words, the rubric's evidence.
+NO_TRANSPOSE_SPLIT = Mistake(NO_TRANSPOSE_SPLIT,
+                             "heads split with `view` and no `transpose` (features of different heads mixed)")
+SCALE_D_MODEL = Mistake(SCALE_D_MODEL, 'scores scaled by `sqrt(d_model)` instead of the head dimension')
+NO_SCALE = Mistake(NO_SCALE, 'scores not scaled')
+SCALE_D_K = Mistake(SCALE_D_K, 'scores scaled by `d_k` instead of `sqrt(d_k)`')
+SOFTMAX_DIM = Mistake(SOFTMAX_DIM, 'softmax over the wrong dimension')
+MASK_INVERTED = Mistake(MASK_INVERTED, 'mask inverted (True read as "blocked")')
+MASK_FILL_NOT_NEGATIVE = Mistake(MASK_FILL_NOT_NEGATIVE,
+                                 'masked scores filled with a value that is not very negative (0, `1e-15`)')
 
 
 def split_without_transpose(x: torch.Tensor, num_heads: int) -> torch.Tensor:

@@ -110,7 +110,7 @@ def test_head_dropout_is_off_in_eval_mode(student, reference_head, make_input):
 
 def test_head_gradients(student_head, reference_head, make_input):
     expect_same_gradients(student_head, reference_head, make_input(2, 4, D_MODEL, seed=108),
-                          make_input(2, 4, HEAD_SIZE, seed=109))
+                          make_input(2, 4, HEAD_SIZE, seed=109), mistakes=lambda t: variants.head_mistakes(t["x"], t))
 
 
 def test_head_follows_the_input_device(student_head, make_input, device):
