@@ -22,6 +22,7 @@ from grader.suite.checks import (
     expect_raises,
     expect_tensor,
     expect_token_ids,
+    gradient_mistakes,
     names_mismatch,
 )
 
@@ -519,6 +520,62 @@ def test_a_leak_a_named_mistake_explains_gets_that_mistakes_hint_once():
                       mistakes={"not masked at all": lambda: mean_of_all(x), "other": torch.zeros(2, 4, 3)})
     assert failure.value.hint == "not masked at all"
     assert "position 0 sees position 1" in failure.value.message
+
+
+# ---- the rubric's evidence: the contract's mistake whose value the student's matched -------
+
+DOUBLED = hints.Mistake("values doubled: divide by 2", "values doubled")
+
+
+@pytest.mark.parametrize("got, mistakes, hint, evidence", [
+    ("doubled", {DOUBLED: lambda: 2 * torch.ones(2)}, DOUBLED, "values doubled"),  # a contract mistake matched
+    ("doubled", {"doubled (not in the contract)": 2 * torch.ones(2)}, "doubled (not in the contract)", None),
+    ("zeros", {DOUBLED: 2 * torch.ones(2)}, None, None),  # a check that matched nothing carries nothing
+])
+def test_a_check_carries_the_contract_words_of_the_mistake_it_matched(got, mistakes, hint, evidence):
+    value = {"doubled": 2 * torch.ones(2), "zeros": torch.zeros(2)}[got]
+    with pytest.raises(CheckFailed) as failure:
+        expect_close("f(x)", value, torch.ones(2), atol=1e-6, mistakes=mistakes)
+    assert (failure.value.hint, failure.value.mistake) == (hint, evidence)
+
+
+def test_a_mistake_named_with_another_fault_is_no_evidence_for_it():
+    # The shape is wrong too: two faults, not one mistake's value.
+    inverted = hints.Mistake("mask inverted: True marks the future", "mask inverted")
+    with pytest.raises(CheckFailed) as failure:
+        expect_equal("mask", (~CAUSAL).view(1, 1, 4, 4), CAUSAL, mistakes={inverted: ~CAUSAL})
+    assert failure.value.hint.endswith("and mask inverted: True marks the future") and failure.value.mistake is None
+    with pytest.raises(CheckFailed) as failure:  # a value of the mistake's own shape is its value
+        expect_close("f(x)", torch.ones(3, 2), torch.ones(2, 3), atol=1e-6, mistakes={DOUBLED: torch.ones(3, 2)})
+    assert failure.value.mistake == "values doubled"
+
+
+def test_expect_causal_carries_the_evidence_of_the_mistake_the_unchanged_output_matches():
+    leaky = torch.arange(4.0).view(1, 4).expand(1, 4).clone()
+
+    def output(change_at):  # every position sees the sum of the whole input
+        x = torch.arange(4.0) + (0.0 if change_at is None else (torch.arange(4) == change_at).float())
+        return x.sum().expand(1, 4).clone()
+    future = hints.Mistake("no causal mask", "future positions visible (no causal mask)")
+    with pytest.raises(CheckFailed) as failure:
+        expect_causal("f(x)", output, 4, atol=1e-6, hint="mask it", mistakes={future: lambda: output(None)})
+    assert failure.value.mistake == "future positions visible (no causal mask)"
+    with pytest.raises(CheckFailed) as failure:
+        expect_causal("f(x)", output, 4, atol=1e-6, hint="mask it", mistakes={future: leaky})
+    assert failure.value.mistake is None and "mask it" in failure.value.hint
+
+
+def test_gradient_mistakes_are_the_gradients_of_each_mistakes_output():
+    w, x = torch.randn(3, 3), torch.randn(2, 3)
+    grad_output = torch.randn(2, 3)
+    named = gradient_mistakes(lambda t: {DOUBLED: lambda: 2 * (t["x"] @ t["w"]), "student's own": lambda: x @ w},
+                              {"x": x, "w": w}, grad_output)
+    assert torch.allclose(named["w"][DOUBLED](), 2 * x.T @ grad_output)
+    assert torch.allclose(named["x"][DOUBLED](), 2 * grad_output @ w.T)
+    assert named["w"]["student's own"]() is None  # not computed from the tensors: it matches nothing
+    with pytest.raises(CheckFailed) as failure:  # and a gradient check names the mistake with its evidence
+        expect_close("gradient of w", 2 * x.T @ grad_output, x.T @ grad_output, atol=1e-5, mistakes=named["w"])
+    assert (failure.value.hint, failure.value.mistake) == (DOUBLED, "values doubled")
 
 
 # ---- expect_follows_device: on a grader without a GPU, the meta device shows a fixed one ---------

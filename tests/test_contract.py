@@ -4,11 +4,13 @@ pages are generated from it, and the stubs, the reference and the mistake tables
 from __future__ import annotations
 
 import ast
+import shutil
 from importlib import import_module
 
 import pytest
 
-from grader.core.assignment import Assignment, Part
+from grader.core.assignment import Assignment, AssignmentError, Part
+from grader.core.hints import Mistake
 from grader.course.pages import Course, stale_pages
 from reference import as_submission, module_for
 from tests.conftest import ROOT
@@ -106,3 +108,67 @@ def test_each_part_uses_what_it_says(assignment):
             called = set().union(*(names_in(ast.parse(source)) for source in sources if f'"{part.name}"' in source))
         for used in part.uses:
             assert used in called, f"{part.name} says it uses {used}, but its reference never calls it"
+
+
+def test_each_priced_mistake_is_one_the_suite_names_by_the_contracts_words(assignment):
+    # The rubric prices a mistake only on the evidence of a check that matched its value: the
+    # suite's hint for it is a Mistake carrying the contract's words, word for word.
+    named = {value.contract for value in vars(import_module(f"reference.hidden.a{assignment.id}.variants")).values()
+             if isinstance(value, Mistake)}
+    assert {mistake for mistake, _ in assignment.deductions} <= named
+
+
+@pytest.mark.parametrize("rubric, complaint", [
+    ('[rubric.deductions]\n"scores not scaled" = 3\n', "not one of the contract's mistakes"),
+    ('[rubric.deductions]\n"a" = -1\n', "0 or more"),
+    ('[rubric.deductions]\n"a" = true\n', "0 or more"),
+    ('[rubric]\nenabled = "no"\n', "true or false"),
+])
+def test_a_malformed_rubric_is_refused_with_what_to_do(tmp_path, rubric, complaint):
+    folder = tmp_path / "09"
+    folder.mkdir()
+    (folder / "assignment.toml").write_text(f'id = "09"\ntitle = "t"\nmodule = "m.py"\nmistakes = ["a"]\n{rubric}\n'
+                                            '[[parts]]\nsignature = "f(x)"\ncontract = "x"\n')
+    with pytest.raises(AssignmentError, match=complaint):
+        Assignment.load(folder)
+
+
+def test_the_rubric_is_the_assignments_own_switch_else_the_courses(tmp_path):
+    def load(course: str, own: str) -> Assignment:
+        (tmp_path / "course.toml").write_text(course)
+        folder = tmp_path / "09"
+        folder.mkdir(exist_ok=True)
+        (folder / "assignment.toml").write_text(f'id = "09"\ntitle = "t"\nmodule = "m.py"\nmistakes = ["a"]\n'
+                                                f'[rubric]\n{own}\n[rubric.deductions]\n"a" = 2\n'
+                                                '[[parts]]\nsignature = "f(x)"\ncontract = "x"\n')
+        return Assignment.load(folder)
+
+    assert load("", "").rubric == {"a": 2.0}
+    assert load("[rubric]\nenabled = false\n", "").rubric == {}
+    assert load("[rubric]\nenabled = false\n", "enabled = true").rubric == {"a": 2.0}
+    assert load("[rubric]\nenabled = true\n", "enabled = false").rubric == {}
+
+
+def test_each_used_part_has_a_stock_part_to_stand_in_for_it(assignment):
+    # Without one, a used part can never be shown to be a failing part's cause: its own mistake leads.
+    used = {name for part in assignment.contract for name in part.uses}
+    if not used:
+        return
+    assert assignment.stand_ins is not None and assignment.stand_ins.is_file(), assignment.id
+    defined = {node.name for node in ast.parse(assignment.stand_ins.read_text(encoding="utf-8")).body
+               if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
+    assert used <= defined, used - defined
+
+
+def test_turning_the_rubric_off_changes_the_contracts_fingerprint(tmp_path):
+    # A stored report is reused only while its fingerprint holds: the course's switch decides scores.
+    from grader.core.fingerprint import Fingerprint
+    from grader.engine.options import DEFAULT
+
+    shutil.copytree(ROOT / "assignments" / "03", tmp_path / "03")
+    course = tmp_path / "course.toml"
+    course.write_text("[rubric]\nenabled = true\n")
+    on = Fingerprint.of(Assignment.load(tmp_path / "03"), DEFAULT)
+    course.write_text("[rubric]\nenabled = false\n")
+    off = Fingerprint.of(Assignment.load(tmp_path / "03"), DEFAULT)
+    assert off.changed(on.to_dict()) == ["contract changed"]

@@ -14,13 +14,13 @@ import pytest
 
 from grader.cli import main
 from grader.core.assignment import Assignment, reference_dir
-from grader.core.fingerprint import GRADER_DIR, reference_files, source_files
+from grader.core.fingerprint import GRADER_DIR, source_files
 from grader.core.report import GradeReport, PartResult, Status
 from grader.core.report import TestResult as Result  # not Test*: pytest would try to collect it
 from grader.export.gradescope import Visibility, find_submission, run, to_gradescope
 from grader.export.gradescope import main as run_main
 from grader.export.gradescope_metadata import METADATA, is_late
-from grader.export.gradescope_zip import build_autograder
+from grader.export.gradescope_zip import build_autograder, reference_files
 from reference import as_submission
 from tests.conftest import ASSIGNMENT_03, ASSIGNMENTS, notebook_text
 
@@ -257,7 +257,7 @@ def test_zip_holds_the_scripts_at_its_root_and_the_source_to_grade(autograder_zi
     assert modes["run_autograder"] == modes["setup.sh"] == 0o755
     for name in ("pyproject.toml", "README.md", "grader/cli.py", "grader/core/schema/report.v2.json",
                  "reference/multihead.py", "reference/hidden/a03/conftest.py", "reference/hidden/a03/test_multihead.py",
-                 "assignments/03/assignment.toml", "assignments/03/mha.py"):
+                 "assignments/03/assignment.toml", "assignments/03/mha.py", "assignments/course.toml"):
         assert name in modes, name
     assert not [name for name in modes if "__pycache__" in name or name.endswith(".pyc")]
     # Nothing of the package left behind (a new module or sub-package is picked up, not listed).

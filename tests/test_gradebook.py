@@ -13,7 +13,15 @@ from rich.console import Console
 
 from grader.core.assignment import Assignment
 from grader.core.report import Flag, GradeReport, PartResult, Status
-from grader.results.folder import BatchResult, prune_reports, read_results, report_path
+from grader.results.folder import (
+    BatchResult,
+    Regrade,
+    ResultsError,
+    check_assignment,
+    prune_reports,
+    read_results,
+    report_path,
+)
 from grader.results.lms_gradebooks import canvas_gradebook, gradescope_gradebook
 from grader.results.outputs import gradebook_csv, write_outputs
 from grader.results.students import FILE_RULE, Roster, RosterError, canvas_name, handed_in_name, handins
@@ -81,7 +89,7 @@ def test_a_canvas_download_is_one_student_per_user_id(tmp_path, assignment):
     jane = found["1234"]
     assert jane.student.canvas_id == "1234" and jane.student.name == "smithjane"
     assert jane.graded == Path("smithjane_LATE_1234_501_mha-1.py") and jane.late and "late" in jane.note
-    assert handed_in_name(Path("smithjane_LATE_1234_501_mha-1.py"), assignment) == "mha.py"
+    assert handed_in_name(Path("smithjane_LATE_1234_501_mha-1.py")) == "mha.py"
     book = {row["student"]: row for row in rows(gradebook_csv(BatchResult(assignment, {}, 0, 0, 1.0, list(found.values()))))}
     assert (book["1234"]["late"], book["77"]["late"]) == ("late", "")
 
@@ -90,14 +98,23 @@ def test_a_canvas_download_is_one_student_per_user_id(tmp_path, assignment):
     ("doe_jane_LATE_12345_67890_mha.py", "doe_jane", "12345", True, "mha.py", False),
     ("van_der_berg_anna_77_88_mha-2.ipynb", "van_der_berg_anna", "77", False, "mha.ipynb", False),
     ("smithjane_1234_500_mha.py", "smithjane", "1234", False, "mha.py", False),
-    # Digits in the name: three splits, one whose file is the assignment's.
-    ("ann_1_2_3_4_mha.py", "ann_1_2", "3", False, "mha.py", False),
+    # The student's file name, after Canvas's fields, may read as another student's id: Canvas
+    # wrote the name first, so the shortest name wins, and the reading is marked ambiguous.
+    ("mal_33333_901_22222_1_mha.py", "mal", "33333", False, "22222_1_mha.py", True),
+    ("roe_11111_44444_2024_10_mha.py", "roe", "11111", False, "2024_10_mha.py", True),
     # No split whose file is the assignment's, and two splits: read as the shortest name, and said.
     ("ann_1_2_3_notes.txt", "ann", "1", False, "3_notes.txt", True),
 ])
 def test_canvas_download_names_are_read_with_underscores_in_the_name(filename, name, user, late, file, ambiguous):
-    read = canvas_name(filename, ("mha.py", "mha.ipynb"))
+    read = canvas_name(filename)
     assert (read.name, read.user, read.late, read.file, read.ambiguous) == (name, user, late, file, ambiguous)
+
+
+def test_a_file_name_cannot_put_a_submission_on_another_students_canvas_row(tmp_path, assignment):
+    files = write(tmp_path, {"vic_22222_900_mha.py": DONE, "mal_33333_901_22222_1_mha.py": STUB})
+    found = {handin.student.id: handin for handin in handins(files, tmp_path, assignment)}
+    assert found["22222"].files == (Path("vic_22222_900_mha.py"),)  # the victim's grade is their file's
+    assert found["33333"].graded == Path("mal_33333_901_22222_1_mha.py") and found["33333"].ambiguous
 
 
 def test_a_canvas_name_that_splits_two_ways_is_said_in_the_note_and_the_batch_view(tmp_path):
@@ -247,11 +264,35 @@ def test_reports_of_files_gone_from_the_folder_are_moved_aside(tmp_path, assignm
     for name in ("lea/mha.py", "gone/mha.py"):
         report(name, assignment).write_json(report_path(out, Path(name)))
     (out / "reports" / "notes.json").write_text("not a report")  # not the grader's: left where it is
-    moved = prune_reports(out, [Path("lea/mha.py")])
+    moved = prune_reports(out, [Path("lea/mha.py")], "run1")
     assert [path.name for path in moved] == [report_path(out, Path("gone/mha.py")).name]
     assert moved[0].parent == out / "removed" and moved[0].is_file()
     assert sorted(path.name for path in (out / "reports").iterdir()) == sorted(
         ["notes.json", report_path(out, Path("lea/mha.py")).name])
+    # The student comes back and goes again: the report removed first is kept, not overwritten.
+    first = moved[0].read_text()
+    report("gone/mha.py", assignment, scores={"split_heads": 0.0}).write_json(report_path(out, Path("gone/mha.py")))
+    (again,) = prune_reports(out, [Path("lea/mha.py")], "run3")
+    assert again.read_text() != first and (out / "history/run3/removed" / again.name).read_text() == first
+
+
+@pytest.mark.parametrize("where", ["reports", "removed", "history/20261101T000000Z"])
+def test_a_results_folder_that_names_another_assignment_anywhere_is_refused(tmp_path, assignment, where):
+    out = tmp_path / "results"
+    other = report("alice/mha.py", assignment).to_dict() | {"assignment": "04", "schema_version": 99}  # unreadable
+    (out / where).mkdir(parents=True)
+    (out / where / "alice%2Fmha.py.json").write_text(json.dumps(other))
+    with pytest.raises(ResultsError, match="holds the results of assignment 04, not 03"):
+        check_assignment(out, "03")
+    check_assignment(out, "04")
+
+
+def test_a_student_gone_from_the_batch_is_a_change(assignment):
+    before = {"carol": {"score": 26, "submission": "carol/mha.py"}, "dan": {"score": 0, "submission": None}}
+    gone = BatchResult(assignment, {}, 0, 0, 1.0, [], regrade=Regrade(before=before))
+    changes = gone.class_results.changes  # dan's 0 did not move
+    assert [(change.student, change.old_score, change.new_score, change.why) for change in changes] == [
+        ("carol", 26.0, 0.0, "no longer in the batch")]
 
 
 def test_the_class_numbers_count_the_file_graded_for_each_student_and_every_files_flags(batch, assignment, tmp_path):

@@ -70,6 +70,11 @@ def test_the_student_grader_names_the_mistake_a_mutant_makes(assignment, mistake
 # public tests may name that mistake for them.
 SAME_MISTAKE = {
     ("01", "mask inverted, filled with -1e9"): 'mask inverted (True read as "blocked")',
+    # attention_scores scales, and scaled_dot_product_attention, which calls it, scales again: its
+    # scores are divided by d_k. The student's grader has no stock attention_scores to show that the
+    # cause is attention_scores (those are answers), so it names what the output shows, then
+    # "attention_scores also fails its own tests".
+    ("01", "scores scaled"): "scores scaled by `d_k` instead of `sqrt(d_k)`",
     ("07", "mask filled with zero"): "future positions visible (no causal mask)",
     ("07", "top_k keeps the smallest"): "`top_k` keeping the wrong set",
 }

@@ -1,7 +1,9 @@
 """The report's JSON form across schema versions: version 2 adds ``flags``, version 3 each
 part's ``hints``, version 4 ``late``, version 5 the ``fingerprint`` and each part's
-``override``; older reports still read (upgraded: no flags, the headline as the only hint,
-lateness not known, no fingerprint, no override), and one from a newer grader is refused."""
+``override``, version 6 each part's ``scored_by`` and each test's ``mistake`` and
+``passes_with_stock``; older reports still read (upgraded: no flags, the headline as the only
+hint, lateness not known, no fingerprint, no override, scored by the tests with no evidence
+kept), and one from a newer grader is refused."""
 
 from __future__ import annotations
 
@@ -19,8 +21,10 @@ from grader.core.report import (
     Flag,
     GradeReport,
     PartResult,
-    SchemaTooNewError,
     Override,
+    Rule,
+    SchemaTooNewError,
+    ScoredBy,
     Status,
     bounded,
     load_schema,
@@ -38,10 +42,21 @@ def report(**changes) -> GradeReport:
     return GradeReport(**{**fields, **changes})
 
 
+def version_5(data: dict) -> dict:
+    """``data`` as a version-5 grader wrote it."""
+    def test(data: dict) -> dict:
+        return {key: value for key, value in data.items() if key not in ("mistake", "passes_with_stock")}
+
+    return {**data, "schema_version": 5, "parts": [
+        {**{key: value for key, value in part.items() if key != "scored_by"}, "tests": [test(t) for t in part["tests"]]}
+        for part in data["parts"]]}
+
+
 def version_4(data: dict) -> dict:
     """``data`` as a version-4 grader wrote it."""
-    return {**{key: value for key, value in data.items() if key != "fingerprint"}, "schema_version": 4,
-            "parts": [{key: value for key, value in part.items() if key != "override"} for part in data["parts"]]}
+    old = version_5(data)
+    return {**{key: value for key, value in old.items() if key != "fingerprint"}, "schema_version": 4,
+            "parts": [{key: value for key, value in part.items() if key != "override"} for part in old["parts"]]}
 
 
 def version_3(data: dict) -> dict:
@@ -71,7 +86,7 @@ def test_a_report_with_flags_round_trips_and_is_valid():
     flagged = report(flags=[Flag("torch-internals", "attention.py line 2", "torch._C.DisableTorchFunction")])
     assert_valid(flagged)
     assert GradeReport.from_dict(json.loads(json.dumps(flagged.to_dict()))) == flagged
-    assert flagged.to_dict()["schema_version"] == SCHEMA_VERSION == 5
+    assert flagged.to_dict()["schema_version"] == SCHEMA_VERSION == 6
 
 
 def test_a_version_1_report_reads_as_the_current_version_with_no_flags():
@@ -101,6 +116,31 @@ def test_a_version_3_report_reads_with_lateness_not_known():
     assert upgraded.schema_version == SCHEMA_VERSION and upgraded.late is None
     assert upgraded == report()
     assert_valid(upgraded)
+
+
+def test_a_version_5_report_reads_as_scored_by_its_tests_with_no_evidence():
+    old = version_5(report().to_dict())
+    jsonschema.validate(old, schema(5))  # what a version-5 grader wrote
+    upgraded = GradeReport.from_dict(old)
+    assert upgraded.schema_version == SCHEMA_VERSION
+    assert [part.scored_by for part in upgraded.parts] == [ScoredBy(Rule.TESTS)]
+    assert [(test.mistake, test.passes_with_stock) for test in upgraded.parts[0].tests] == [(None, None)]
+    assert upgraded == report()
+    assert_valid(upgraded)
+
+
+def test_a_part_scored_by_the_rubric_round_trips_with_its_evidence_and_is_valid():
+    test = Result("test_values", "failed", "values differ", "scores not scaled: divide by sqrt(d_k)", 0.0, 3.0,
+                  mistake="scores not scaled", passes_with_stock=False)
+    part = PartResult("MultiHeadAttention", 11.0, 14.0, "scores not scaled: divide by sqrt(d_k)", [test],
+                      ["scores not scaled: divide by sqrt(d_k)"], scored_by=ScoredBy(Rule.RUBRIC, "scores not scaled", 3.0, 3.0))
+    scored = report(parts=[part], score=11.0, max_score=14.0)
+    assert_valid(scored)
+    assert GradeReport.from_dict(json.loads(json.dumps(scored.to_dict()))) == scored
+    wrong = scored.to_dict()
+    wrong["parts"][0]["scored_by"]["rule"] = "curve"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(wrong, load_schema())
 
 
 @pytest.mark.parametrize("late", [True, False, None])

@@ -1,19 +1,24 @@
-"""Which hints a part shows, and how a test's exception becomes its outcome."""
+"""Which hints a part shows, how the rubric scores a part, and how a test's exception becomes its outcome."""
 
 from __future__ import annotations
 
 import pytest
 
 from grader.core import hints
+from grader.core.report import Rule, ScoredBy
 from grader.core.report import TestResult as Result
-from grader.core.scoring import fix_first, part_hints, score_parts
+from grader.core.report_words import describe_scoring
+from grader.core.scoring import also_fails, fix_first, part_hints, score_parts, wrong_by_itself
 from grader.engine.plugin import classify
 from grader.sandbox.errors import StudentException, StudentTimeout
 from grader.suite.checks import CheckFailed
 
 
-def result(outcome: str, hint: str | None, points: float = 1.0) -> Result:
-    return Result("t", outcome, "message", hint, points if outcome == "passed" else 0.0, points)
+def result(outcome: str, hint: str | None, points: float = 1.0, *, mistake: str | None = None,
+           stock: bool | None = None) -> Result:
+    """A test's result; ``mistake``: the contract mistake its check matched; ``stock``: whether it
+    passed with the stock parts standing in for those its part uses."""
+    return Result("t", outcome, "message", hint, points if outcome == "passed" else 0.0, points, mistake, stock)
 
 
 def part_hint(results: list[Result]) -> str | None:
@@ -69,11 +74,11 @@ def test_not_implemented_comes_after_a_mistake_that_cost_less():
         == ["missing .contiguous()", hints.NOT_IMPLEMENTED]
 
 
-def test_a_failing_part_whose_used_part_fails_says_fix_that_first_then_its_own_hint():
+def test_a_failing_part_that_passes_with_the_stock_part_says_fix_that_first_then_its_own_hint():
     tests = [("split_heads", result("failed", "heads split with view and no transpose", 2)),
              ("combine_heads", result("passed", None, 2)),
-             ("MultiHeadAttention", result("failed", "heads split with view and no transpose", 3)),
-             ("MultiHeadAttention", result("failed", None, 2))]
+             ("MultiHeadAttention", result("failed", "heads split with view and no transpose", 3, stock=True)),
+             ("MultiHeadAttention", result("failed", None, 2, stock=True))]
     uses = {"MultiHeadAttention": ("split_heads", "combine_heads")}
     mha = score_parts(("split_heads", "combine_heads", "MultiHeadAttention"), tests, uses)[2]
     assert mha.hints == [fix_first(["split_heads"]), "heads split with view and no transpose"]
@@ -85,7 +90,7 @@ def test_a_failing_part_whose_used_part_fails_says_fix_that_first_then_its_own_h
     ([result("failed", hints.NOT_IMPLEMENTED, 3)], [hints.NOT_IMPLEMENTED]),  # its own stub is what fails
     ([result("error", "MultiHeadAttention uses your split_heads, which is still a stub (see README)", 3)],
      ["MultiHeadAttention uses your split_heads, which is still a stub (see README)"]),  # already says so
-    ([result("failed", None, 3)], [fix_first(["split_heads"])]),  # raw "values differ": the used part is named
+    ([result("failed", None, 3, stock=True)], [fix_first(["split_heads"])]),  # passes with the stock one: named
 ])
 def test_fix_first_only_where_the_used_part_may_be_the_cause(mha_tests, hints_shown):
     tests = [("split_heads", result("failed", hints.NOT_IMPLEMENTED)), *(("MultiHeadAttention", t) for t in mha_tests)]
@@ -95,10 +100,87 @@ def test_fix_first_only_where_the_used_part_may_be_the_cause(mha_tests, hints_sh
 
 def test_two_failing_used_parts_are_named_together():
     tests = [("split_heads", result("failed", None)), ("combine_heads", result("error", None)),
-             ("MultiHeadAttention", result("failed", "mask inverted"))]
+             ("MultiHeadAttention", result("failed", "mask inverted", stock=True))]
     parts = score_parts(("split_heads", "combine_heads", "MultiHeadAttention"), tests,
                         {"MultiHeadAttention": ("split_heads", "combine_heads")})
     assert parts[2].hints == ["fix split_heads, combine_heads first (they fail their own tests)", "mask inverted"]
+    own = [("split_heads", result("failed", None)), ("combine_heads", result("error", None)),
+           ("MultiHeadAttention", result("failed", "mask inverted", stock=False))]
+    parts = score_parts(("split_heads", "combine_heads", "MultiHeadAttention"), own,
+                        {"MultiHeadAttention": ("split_heads", "combine_heads")})
+    assert parts[2].hints == ["mask inverted", "split_heads, combine_heads also fail their own tests"]
+
+
+MHA_USES = {"MultiHeadAttention": ("split_heads", "combine_heads")}
+PARTS_03 = ("split_heads", "combine_heads", "MultiHeadAttention")
+EDGE_CASE = [("split_heads", result("passed", None, 6)), ("split_heads", result("failed", None, 1)),
+             ("combine_heads", result("passed", None, 5))]  # split_heads loses 1 of 7 on an edge case
+
+
+@pytest.mark.parametrize("mha_tests, headline", [
+    # MultiHeadAttention returns (output, weights): every test fails with the stock split_heads too.
+    ([result("failed", hints.RETURNS_SEVERAL, 3, stock=False),
+      result("failed", hints.RETURNS_SEVERAL, 11, stock=False)], hints.RETURNS_SEVERAL),
+    # An inverted mask fails the mask tests with the stock parts too; the tests split_heads spoils pass with them.
+    ([result("failed", "mask inverted", 3, stock=False), result("failed", None, 2, stock=True),
+      result("passed", None, 9)], "mask inverted"),
+    # Its own mistake has no name: it is still its own.
+    ([result("failed", None, 5, stock=False), result("passed", None, 9)],
+     wrong_by_itself("MultiHeadAttention", ["split_heads"])),
+    # Nobody tried the stock parts (the student's own grader): a used part is never named as the cause.
+    ([result("failed", "mask inverted", 3)], "mask inverted"),
+])
+def test_a_part_that_fails_with_the_stock_parts_too_leads_with_its_own_mistake(mha_tests, headline):
+    parts = score_parts(PARTS_03, [*EDGE_CASE, *(("MultiHeadAttention", t) for t in mha_tests)], MHA_USES)
+    assert parts[2].hints == [headline, also_fails(["split_heads"])] and parts[2].hint == headline
+
+
+def test_the_stock_evidence_changes_no_score():
+    tests = [*EDGE_CASE, ("MultiHeadAttention", result("failed", "mask inverted", 3, stock=False))]
+    assert [part.score for part in score_parts(PARTS_03, tests, MHA_USES)] == [6, 5, 0]
+
+
+SCALE = "scores scaled by `sqrt(d_model)` instead of the head dimension"
+RUBRIC = {SCALE: 3.0, "softmax over the wrong dimension": 4.0}
+
+
+def mha(*tests: Result, deductions=RUBRIC):
+    return score_parts(("MultiHeadAttention",), [("MultiHeadAttention", t) for t in tests], None, deductions)[0]
+
+
+def test_a_part_whose_every_failure_is_one_priced_mistake_loses_its_deduction():
+    part = mha(result("passed", None, 3), result("failed", "scaled by sqrt(d_model)", 3, mistake=SCALE),
+               result("failed", "scaled by sqrt(d_model)", 6, mistake=SCALE), result("failed", None, 2, mistake=SCALE))
+    assert (part.score, part.max_score) == (11.0, 14.0)
+    assert part.scored_by == ScoredBy(Rule.RUBRIC, SCALE, 3.0, 3.0)
+    assert describe_scoring(part.scored_by) == f"rubric: {SCALE}, -3 (the tests alone: 3)"
+    assert part.hints == ["scaled by sqrt(d_model)"]  # the hints are the tests' as ever
+
+
+@pytest.mark.parametrize("failing", [
+    [result("failed", "scaled", 3, mistake=SCALE), result("failed", None, 2)],  # one failure shows no mistake
+    [result("failed", "scaled", 3, mistake=SCALE),
+     result("failed", "softmax", 2, mistake="softmax over the wrong dimension")],  # two different mistakes
+    [result("failed", "inverted", 3, mistake='mask inverted (True read as "blocked")')],  # not priced
+    [result("failed", "scaled", 2, mistake=SCALE)],  # the tests take less than the deduction
+    [result("failed", "scaled", 3, mistake=SCALE)],  # ... or as much
+])
+def test_otherwise_the_tests_decide(failing):
+    part = mha(result("passed", None, 9), *failing)
+    assert part.score == 9.0 and part.scored_by == ScoredBy(Rule.TESTS)
+    assert describe_scoring(part.scored_by) is None
+
+
+def test_without_a_rubric_the_tests_decide():
+    failing = [result("passed", None, 3), result("failed", "scaled", 11, mistake=SCALE)]
+    assert mha(*failing, deductions=None).score == 3.0
+    assert mha(*failing, deductions={}).scored_by == ScoredBy(Rule.TESTS)
+    assert mha(*failing).score == 11.0
+
+
+def test_a_passing_part_is_scored_by_its_tests():
+    part = mha(result("passed", None, 14))
+    assert part.score == 14.0 and part.scored_by == ScoredBy(Rule.TESTS)
 
 
 def test_parts_keep_contract_order_and_sum_points():

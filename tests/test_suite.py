@@ -152,6 +152,33 @@ def test_expect_wiring_names_the_mistake_and_the_piece_to_fix_first():
         pieces=suite.describe_piece("MultiHeadAttention", ["self_attn"], "assignment 03")))
 
 
+def test_expect_wiring_leads_with_the_parts_own_mistake_when_it_fails_with_its_own_pieces_too():
+    # A MultiHead that projects twice, over a wrong head: its output is not proj(cat(heads)) of its
+    # own heads either, so the head is not its cause. Its own mistake leads; the head comes second.
+    wiring = torch.ones(3)
+    wrong_head = Piece("Head", "heads[0]", "the Head part", lambda: torch.ones(2), lambda: torch.zeros(2))
+    with pytest.raises(CheckFailed) as failure:
+        expect_wiring("MultiHead(x)", 3 * wiring, torch.zeros(3), lambda: wiring, atol=1e-6, rtol=0.0,
+                      mistakes={"no projection": lambda: 2 * wiring}, unusable_hint="unusable: {error}",
+                      pieces=[wrong_head])
+    assert failure.value.hint == suite.OWN_WIRING + "; " + suite.PIECES_DIFFER.format(
+        pieces=suite.describe_piece("Head", ["heads[0]"], "the Head part"))
+    assert failure.value.mistake is None
+    with pytest.raises(CheckFailed) as failure:  # no piece is wrong: the values say the rest
+        expect_wiring("MultiHead(x)", 3 * wiring, torch.zeros(3), lambda: wiring, atol=1e-6, rtol=0.0,
+                      mistakes={}, unusable_hint="unusable: {error}")
+    assert failure.value.hint is None
+
+
+def test_expect_wiring_passes_on_the_evidence_of_the_parts_own_mistake():
+    wiring = torch.ones(3)
+    pre_norm = suite.Mistake("pre-norm: use post-norm", "pre-norm instead of post-norm")
+    with pytest.raises(CheckFailed) as failure:
+        expect_wiring("layer(x)", 2 * wiring, torch.zeros(3), lambda: wiring, atol=1e-6, rtol=0.0,
+                      mistakes={pre_norm: lambda: 2 * wiring}, unusable_hint="unusable: {error}")
+    assert (failure.value.hint, failure.value.mistake) == ("pre-norm: use post-norm", "pre-norm instead of post-norm")
+
+
 def test_expect_wiring_says_when_the_pieces_cannot_be_combined():
     with pytest.raises(CheckFailed) as failure:
         expect_wiring("layer(x)", torch.ones(3), torch.zeros(3), lambda: _raise(TypeError("a tuple")), atol=1e-6,

@@ -40,7 +40,8 @@ def assemble_report(
     tests = [(test.part, _test_result(test, error)) for test in result.tests
              if test.verdict is None or test.verdict.outcome != Outcome.SKIPPED]
     part_ids = tuple(dict.fromkeys([*assignment.parts, *(part for part, _ in tests)]))
-    parts = scoring.score_parts(part_ids, tests, {part.name: part.uses for part in assignment.contract})
+    parts = scoring.score_parts(part_ids, tests, {part.name: part.uses for part in assignment.contract},
+                                assignment.rubric)
     internal = [test.verdict for test in result.tests if test.verdict is not None and test.verdict.internal]
     if internal and status == Status.GRADED:
         # The scores stand for the other tests, but the report must be regraded.
@@ -93,5 +94,7 @@ def _test_result(test: TestOutcome, error: str | None) -> TestResult:
     passed = verdict.outcome == Outcome.PASSED
     message = verdict.message or ("" if passed else f"not run: {error}" if error else "not run")
     hint = None if verdict.hint is None else clean(verdict.hint, TEST_HINT_CHARS)
+    mistake = None if passed or verdict.mistake is None else clean(verdict.mistake, TEST_HINT_CHARS)
     return TestResult(name=test.name, outcome=verdict.outcome, message=clean(message, TEST_MESSAGE_CHARS), hint=hint,
-                      score=test.points if passed else 0.0, max_score=test.points)
+                      score=test.points if passed else 0.0, max_score=test.points, mistake=mistake,
+                      passes_with_stock=None if passed else verdict.passes_with_stock)

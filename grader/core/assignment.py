@@ -1,7 +1,10 @@
 """An assignment: its handout directory, its contract and where its hidden suite is.
 
 ``assignments/NN/assignment.toml`` is the single definition of an assignment's contract: its
-parts (signature and semantics, in report order) and the mistakes the grader must name. The
+parts (signature and semantics, in report order), the mistakes the grader must name and what
+each costs under the rubric (``[rubric.deductions]``; ``assignments/course.toml``'s ``[rubric]
+enabled`` turns the rubric off for the course, an assignment's own ``[rubric] enabled`` for
+itself). The
 stub module, the notebook, the README's contract table, the reference, the public tests and
 the hidden suite are generated from it or checked against it (tests/test_contract.py).
 """
@@ -65,6 +68,11 @@ class Assignment:
     contract: tuple[Part, ...]  # in the order the report lists them
     about: str = ""  # what holds for every part, said before them (05: post-norm)
     mistakes: tuple[str, ...] = ()  # the mistakes the grader must recognise and name
+    # The rubric: (mistake, points) for those of ``mistakes`` that have a deduction. A part whose
+    # every failing test matched one mistake's value scores its points less that deduction
+    # (grader.core.scoring), when that gives more than its tests.
+    deductions: tuple[tuple[str, float], ...] = ()
+    rubric_enabled: bool = True  # the assignment's [rubric] enabled, else the course's, else on
 
     @classmethod
     def load(cls, directory: str | Path) -> Assignment:
@@ -75,15 +83,24 @@ class Assignment:
                                   "(expected a directory such as assignments/03)")
         try:
             spec = tomllib.loads(spec_path.read_text(encoding="utf-8"))
+            mistakes = tuple(spec.get("mistakes", ()))
+            rubric = spec.get("rubric", {})
             return cls(str(spec["id"]), spec["title"], directory, spec["module"],
                        tuple(Part.from_spec(part) for part in spec["parts"]), spec.get("about", ""),
-                       tuple(spec.get("mistakes", ())))
-        except (tomllib.TOMLDecodeError, KeyError, TypeError, AttributeError) as exc:
+                       mistakes, _deductions(rubric.get("deductions", {}), mistakes),
+                       _enabled(rubric.get("enabled", _course_rubric(directory).get("enabled", True))))
+        except (tomllib.TOMLDecodeError, KeyError, TypeError, AttributeError, ValueError) as exc:
             raise AssignmentError(f"{spec_path} is malformed: {exc}") from None
 
     @property
     def parts(self) -> tuple[str, ...]:
         return tuple(part.name for part in self.contract)
+
+    @property
+    def rubric(self) -> dict[str, float]:
+        """What each priced mistake costs (the contract's words -> points); empty when the
+        rubric is off, and the tests alone score every part."""
+        return dict(self.deductions) if self.rubric_enabled else {}
 
     @property
     def parts_without_stub(self) -> tuple[str, ...]:
@@ -121,6 +138,14 @@ class Assignment:
         name = self._suite_spec().get("reference")
         return f"reference.{name}" if name else None
 
+    @property
+    def stand_ins(self) -> Path | None:
+        """The hidden suite's stock parts for the parts others use (its suite.toml's
+        ``stand_ins``): they stand in for the student's when the grader checks whether a failing
+        part fails because of a part it uses. Answers: sent only into a child that ends with it."""
+        name = self._suite_spec().get("stand_ins")
+        return self.hidden_suite / name if name else None
+
     def _suite_spec(self) -> dict:
         spec = self.hidden_suite / "suite.toml"
         return tomllib.loads(spec.read_text(encoding="utf-8")) if spec.is_file() else {}
@@ -129,6 +154,33 @@ class Assignment:
         """The student's copy to grade: the module or the notebook, whichever holds more of
         their work; the module on a tie (see :func:`most_work_done`)."""
         return most_work_done((self.module_path, self.notebook_path))
+
+
+def _deductions(table: dict, mistakes: tuple[str, ...]) -> tuple[tuple[str, float], ...]:
+    """``[rubric.deductions]``: each key one of the contract's mistakes, each value its points."""
+    for mistake, points in table.items():
+        if mistake not in mistakes:
+            raise ValueError(f"[rubric.deductions] prices {mistake!r}, which is not one of the contract's mistakes")
+        if isinstance(points, bool) or not isinstance(points, (int, float)) or not 0 <= points < float("inf"):
+            raise ValueError(f"[rubric.deductions] gives {mistake!r} {points!r} points: give a number, 0 or more")
+    return tuple((mistake, float(points)) for mistake, points in table.items())
+
+
+def _enabled(value: object) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"[rubric] enabled is {value!r}: write true or false")
+    return value
+
+
+def _course_rubric(directory: Path) -> dict:
+    """The course's ``[rubric]`` (``assignments/course.toml``, beside the assignment's folder), if any."""
+    course = directory.parent / "course.toml"
+    if not course.is_file():
+        return {}
+    try:
+        return tomllib.loads(course.read_text(encoding="utf-8")).get("rubric", {})
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"{course}: {exc}") from None
 
 
 def most_work_done(paths: Sequence[Path]) -> Path:

@@ -3,9 +3,12 @@ while every part of it is unchanged (:func:`grader.results.folder.why_stale`):
 
 - ``submission``: the bytes graded;
 - ``suite``: the assignment's hidden suite, every file of its folder;
-- ``reference``: the reference modules grading needs: the shared files, and those the suite
-  names or imports, with what they import in turn;
-- ``contract``: the assignment's ``assignment.toml``;
+- ``reference``: every other file of the reference package: what the suite imports, however
+  it imports it (relative imports, import_module), and what pytest loads beside it (a
+  conftest.py in reference/hidden/). An edit anywhere there regrades: a report is never
+  reused on a guess about what grading read;
+- ``contract``: the assignment's ``assignment.toml``, and the course's ``course.toml`` beside its
+  folder (whose ``[rubric]`` switch decides how parts are scored);
 - ``grader``: the grader package's own source;
 - ``options``: the device, the sandbox, the limits and the total time, as graded.
 
@@ -21,12 +24,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from grader.core.assignment import Assignment, reference_dir
-from grader.core.imports import imported_names, module_files
 
 GRADER_DIR = Path(__file__).resolve().parents[1]
-# The reference package's files every hidden suite runs with: the packages' own, and the
-# pytest configuration the grader runs suites under (grader.engine.runner).
-REFERENCE_SHARED = ("__init__.py", "hidden/__init__.py", "hidden/pytest.ini")
 # Why a report is graded again, by the part of the fingerprint that changed; in this order.
 CHANGED = {"submission": "file changed", "suite": "suite changed", "reference": "reference changed",
            "contract": "contract changed", "grader": "grader changed", "options": "options changed"}
@@ -41,23 +40,10 @@ def source_files(directory: Path) -> Iterator[Path]:
             yield path
 
 
-def reference_files(assignment: Assignment) -> list[Path]:
-    """The files of the reference package that grading ``assignment`` needs: the shared ones,
-    its hidden suite, and the reference modules that the suite names (suite.toml) or imports,
-    with those they import in turn (read from their import statements)."""
-    reference = reference_dir()
-    files = {reference / name for name in REFERENCE_SHARED} | set(source_files(assignment.hidden_suite))
-    pending = [assignment.reference_module] if assignment.reference_module else []
-    pending += [name for path in files if path.suffix == ".py" for name in imported_names(path)]
-    while pending:
-        name = pending.pop()
-        if name.split(".")[0] != reference.name:
-            continue
-        for path in module_files(reference, name):
-            if path not in files:
-                files.add(path)
-                pending += imported_names(path)
-    return sorted(files)
+def contract_files(assignment: Assignment) -> list[Path]:
+    """The contract's files: the assignment's, and the course's where there is one."""
+    course = assignment.directory.parent / "course.toml"
+    return [assignment.directory / "assignment.toml", *([course] if course.is_file() else [])]
 
 
 def digest(paths: Iterable[Path], root: Path) -> str:
@@ -84,12 +70,12 @@ class Fingerprint:
         ``submission_sha256``, what a batch's files share (tens of milliseconds: once per batch)."""
         suite = assignment.hidden_suite
         reference = reference_dir()
-        shared = [path for path in reference_files(assignment) if not path.is_relative_to(suite)]
+        shared = [path for path in source_files(reference) if not path.is_relative_to(suite)]
         settings = json.dumps(asdict(options), sort_keys=True, default=str)  # type: ignore[call-overload]
         return cls(submission=submission_sha256,
                    suite=digest(source_files(suite), suite),
                    reference=digest(shared, reference),
-                   contract=digest([assignment.directory / "assignment.toml"], assignment.directory),
+                   contract=digest(contract_files(assignment), assignment.directory.parent),
                    grader=digest(source_files(GRADER_DIR), GRADER_DIR),
                    options=hashlib.sha256(settings.encode()).hexdigest())
 

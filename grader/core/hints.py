@@ -1,8 +1,33 @@
-"""Hints for exceptions the student's code raises: what the error message usually means."""
+"""Hints: the mistakes the contract names (:class:`Mistake`), words several suites share, and what an
+exception the student's code raises usually means."""
 
 from __future__ import annotations
 
 import re
+
+
+class Mistake(str):
+    """A hint that names one of the contract's mistakes (assignment.toml's ``mistakes``):
+    ``Mistake(hint, contract="the contract's words")``. It reads as its hint everywhere; a check
+    whose value matches this mistake's also carries ``contract`` as its evidence, by which the
+    rubric (assignment.toml's ``[rubric.deductions]``) prices the mistake. Several hints may
+    name one contract mistake (ReLU, and GELU's tanh approximation)."""
+
+    contract: str
+
+    def __new__(cls, hint: str, contract: str) -> Mistake:
+        made = super().__new__(cls, hint)
+        made.contract = contract
+        return made
+
+    def __reduce__(self) -> tuple:  # copied (dataclasses.asdict deep-copies) as itself
+        return Mistake, (str(self), self.contract)
+
+
+def contract_mistake(hint: str | None) -> str | None:
+    """The contract's words for the mistake ``hint`` names, when it is a :class:`Mistake`."""
+    return hint.contract if isinstance(hint, Mistake) else None
+
 
 NOT_IMPLEMENTED = "not implemented: the stub still raises NotImplementedError"
 NOT_FOUND = "not found: the submission does not define it"

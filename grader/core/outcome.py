@@ -31,6 +31,12 @@ class Verdict:
     hint: str | None = None
     flags: tuple[Flag, ...] = ()  # what a failed source check found (see grader.source.flags)
     internal: bool = False  # the suite or the grader failed, not the student's code
+    # The rubric's evidence: the contract's words for the mistake whose value the student's
+    # matched in the check that failed; None when it matched none (see grader.core.hints.Mistake).
+    mistake: str | None = None
+    # For a failing test of a part that uses others: whether it passed when the grader's stock
+    # parts stood in for those (grader.engine.plugin); None when that was not tried.
+    passes_with_stock: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -77,7 +83,8 @@ def _test(data: Any) -> TestOutcome:
 
 def _verdict(data: Any) -> Verdict:
     fields = _fields(data, "a verdict", {"outcome": str, "message": str, "hint": (str, type(None)), "flags": _LIST,
-                                         "internal": bool})
+                                         "internal": bool, "mistake": (str, type(None)),
+                                         "passes_with_stock": (bool, type(None))})
     if fields["outcome"] not in _OUTCOMES:
         raise MalformedResult(f"unknown outcome {fields['outcome']!r}")
     return Verdict(**{**fields, "flags": _flags(fields["flags"])})

@@ -1,4 +1,4 @@
-"""The grade report: plain data with a versioned JSON form (``schema/report.v5.json``).
+"""The grade report: plain data with a versioned JSON form (``schema/report.v6.json``).
 
 The terminal table, CSV and exports are views of this; nothing here formats for people.
 A part's ``score`` is its final score: the autograder's, or the instructor's where an
@@ -18,7 +18,7 @@ from typing import Any
 
 from grader.core.sanitize import clean, each_string
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 
 class Status:
@@ -48,6 +48,29 @@ class TestResult:
     hint: str | None
     score: float
     max_score: float
+    # The rubric's evidence: the contract's words for the mistake whose value this failing
+    # test's check matched; None when it matched none (or the test passed).
+    mistake: str | None = None
+    # For a failing test of a part that uses others (the contract's uses): whether it passed when
+    # the grader's stock parts stood in for those; None when that was not tried.
+    passes_with_stock: bool | None = None
+
+
+class Rule:
+    """What a part's ``scored_by.rule`` says decided its score."""
+    TESTS = "tests"  # the points of the tests it passed
+    RUBRIC = "rubric"  # its points less the deduction of the one named mistake behind every failing test
+
+
+@dataclass
+class ScoredBy:
+    """Which rule scored a part. Under the rubric: the contract's words for the ``mistake``, its
+    ``deduction``, and what the tests alone would have given (``tests_score``)."""
+
+    rule: str = Rule.TESTS
+    mistake: str | None = None
+    deduction: float | None = None
+    tests_score: float | None = None
 
 
 @dataclass(frozen=True)
@@ -69,6 +92,7 @@ class PartResult:
     # The part's distinct mistakes, costliest first (or first, the part to fix first), at most two.
     hints: list[str] = field(default_factory=list)
     override: Override | None = None  # the instructor's, applied by grade batch --overrides
+    scored_by: ScoredBy = field(default_factory=ScoredBy)  # the rule that gave the autograder's score
 
     @property
     def autograder_score(self) -> float:
@@ -148,7 +172,8 @@ class GradeReport:
         fields = upgraded(data)
         fields["parts"] = [
             PartResult(**{**part, "tests": [TestResult(**test) for test in part["tests"]],
-                          "override": Override(**part["override"]) if part.get("override") else None})
+                          "override": Override(**part["override"]) if part.get("override") else None,
+                          "scored_by": ScoredBy(**part["scored_by"])})
             for part in fields["parts"]
         ]
         fields["flags"] = [Flag(**flag) for flag in fields["flags"]]
@@ -187,6 +212,14 @@ def upgraded(data: dict) -> dict:
         # Version 5 added the fingerprint, which nothing recorded before, and each part's override,
         # which only grade batch --overrides applies.
         data.update(schema_version=5, fingerprint={}, parts=[{**part, "override": None} for part in data["parts"]])
+    if data["schema_version"] == 5:
+        # Version 6 added the rubric, each part's scored_by and each test's mistake (its evidence),
+        # and each test's passes_with_stock. Version 5 scored every part by its tests, kept no
+        # evidence and tried no stock parts.
+        data.update(schema_version=6, parts=[
+            {**part, "scored_by": asdict(ScoredBy()),
+             "tests": [{**test, "mistake": None, "passes_with_stock": None} for test in part["tests"]]}
+            for part in data["parts"]])
     return data
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from grader.core.report import GradeReport, Outcome, PartResult, Status
+from grader.core.report import GradeReport, Outcome, PartResult, Rule, ScoredBy, Status
 
 
 def counts(report: GradeReport) -> bool:
@@ -51,21 +51,33 @@ def part_feedback(report: GradeReport, part: PartResult) -> str:
     if part_passed(report, part):
         return ""
     lines = [f"Probably wrong: {part.hint}"] if part.hint else []
+    lines += [f"Scored by the {rule}" for rule in [describe_scoring(part.scored_by)] if rule]
     lines += [f"- {test.name} ({test.outcome}, {test.score:g} / {test.max_score:g}): {test.message}"
               for test in part.tests if test.outcome != Outcome.PASSED]
     return "\n".join(lines)
 
 
+def describe_scoring(scored_by: ScoredBy) -> str | None:
+    """The rule that scored a part, where it is not its tests: "rubric: scores not scaled, -3
+    (the tests alone: 3)"."""
+    if scored_by.rule != Rule.RUBRIC:
+        return None
+    return f"rubric: {scored_by.mistake}, -{scored_by.deduction:g} (the tests alone: {scored_by.tests_score:g})"
+
+
 def part_problem(part: PartResult) -> str:
     """What is probably wrong: the part's hints, the headline first, one a line (the second
-    after "also: "), else its first failure."""
+    after "also: "), else its first failure; then the rule that scored it, if not its tests."""
     if part.score >= part.max_score:
         return ""
     shown = part.hints or [part.hint] * bool(part.hint)
-    if shown:
-        return "\n".join([shown[0], *(f"also: {hint}" for hint in shown[1:])])
     failing = next((test for test in part.tests if test.outcome != "passed"), None)
-    return failing.message.splitlines()[0] if failing and failing.message else ""
+    if shown:
+        lines = [shown[0], *(f"also: {hint}" for hint in shown[1:])]
+    else:
+        lines = [failing.message.splitlines()[0]] if failing and failing.message else []
+    rule = describe_scoring(part.scored_by)
+    return "\n".join([*lines, *([f"scored by the {rule}"] if rule else [])])
 
 
 def headline(report: GradeReport) -> str:

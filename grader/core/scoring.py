@@ -1,8 +1,16 @@
 """From per-test results to per-part scores and the hints a student sees per part.
 
+A part's score is the points of the tests it passed, unless the rubric says otherwise: when
+every failing test's check matched the value of one and the same named mistake (the evidence,
+``TestResult.mistake``) and the contract prices that mistake, the part scores its points less
+that deduction, if that is more. A failing check that matched no mistake leaves it to the tests.
+
 A part's hints are its distinct named mistakes, the one that cost the most points first: a
 one-point names mismatch does not hide an inverted mask that fails seven. When a part fails
-and a part it uses fails its own tests, the headline says to fix that one first.
+and a part it uses fails its own tests, that part is named as the cause ("fix X first") only
+where the evidence says so: every failing test passed once the grader's stock parts stood in
+for the parts it uses (``TestResult.passes_with_stock``). Otherwise the part's own mistake
+leads, and the used part that fails comes second ("X also fails its own tests").
 """
 
 from __future__ import annotations
@@ -11,7 +19,7 @@ import re
 from collections.abc import Mapping, Sequence
 
 from grader.core import hints
-from grader.core.report import Outcome, PartResult, TestResult
+from grader.core.report import Outcome, PartResult, Rule, ScoredBy, TestResult
 
 # When every failing test of a part says the same of these, it is the part's hint.
 _WHOLE_PART_HINTS = (hints.NOT_FOUND, hints.NOT_IMPLEMENTED)
@@ -19,27 +27,49 @@ MAX_HINTS = 2  # the report schema's bound: a headline and one more
 
 
 def score_parts(part_ids: tuple[str, ...], tests: list[tuple[str, TestResult]],
-                uses: Mapping[str, Sequence[str]] | None = None) -> list[PartResult]:
+                uses: Mapping[str, Sequence[str]] | None = None,
+                deductions: Mapping[str, float] | None = None) -> list[PartResult]:
     """Group ``(part id, result)`` pairs into parts, in contract order, with scores and hints.
-    ``uses``: for a part, the parts it calls whose mistakes its tests see (the contract's)."""
+    ``uses``: for a part, the parts it calls whose mistakes its tests see (the contract's).
+    ``deductions``: the rubric, the contract's words for a mistake -> the points it costs
+    (none: the tests alone score every part)."""
     parts = []
     for part_id in part_ids:
         results = [result for part, result in tests if part == part_id]
+        max_score = sum(result.max_score for result in results)
+        tests_score = sum(result.score for result in results)
+        scored_by = by_rubric(results, max_score, tests_score, deductions or {})
         parts.append(PartResult(
             id=part_id,
-            score=sum(result.score for result in results),
-            max_score=sum(result.max_score for result in results),
+            score=tests_score if scored_by is None else max_score - scored_by.deduction,
+            max_score=max_score,
             hint=None,
             tests=results,
             hints=part_hints(results),
+            scored_by=scored_by or ScoredBy(),
         ))
-    failing = {part.id for part in parts if part.score < part.max_score}
+    failing = {part.id for part in parts if _failing(part.tests)}
     for part in parts:
         culprits = [used for used in (uses or {}).get(part.id, ()) if used in failing]
         if part.id in failing and culprits and _may_be_caused_by(part.hints, culprits):
-            part.hints = [fix_first(culprits), *part.hints][:MAX_HINTS]
+            part.hints = _hints_with_culprits(part, culprits)
         part.hint = part.hints[0] if part.hints else None
     return parts
+
+
+def by_rubric(results: list[TestResult], max_score: float, tests_score: float,
+              deductions: Mapping[str, float]) -> ScoredBy | None:
+    """How the rubric scores a part whose failing tests are ``results``' failing ones, or None
+    when the tests decide: some failing test matched no priced mistake, two matched different
+    ones, or the deduction would take more than the tests do."""
+    failing = [result for result in results if result.outcome != Outcome.PASSED]
+    mistakes = {result.mistake for result in failing}
+    if len(mistakes) != 1:
+        return None
+    mistake = mistakes.pop()
+    if mistake not in deductions or max_score - deductions[mistake] <= tests_score:
+        return None
+    return ScoredBy(Rule.RUBRIC, mistake, deductions[mistake], tests_score)
 
 
 def part_hints(results: list[TestResult]) -> list[str]:
@@ -70,6 +100,33 @@ def fix_first(parts: Sequence[str]) -> str:
     if len(parts) == 1:
         return f"fix {parts[0]} first (it fails its own tests)"
     return f"fix {', '.join(parts)} first (they fail their own tests)"
+
+
+def also_fails(parts: Sequence[str]) -> str:
+    if len(parts) == 1:
+        return f"{parts[0]} also fails its own tests"
+    return f"{', '.join(parts)} also fail their own tests"
+
+
+def wrong_by_itself(part: str, parts: Sequence[str]) -> str:
+    """The headline of a part whose failing tests fail with stock parts too, and name nothing."""
+    return f"{part} is wrong by itself: its tests fail with correct {', '.join(parts)} too"
+
+
+def _hints_with_culprits(part: PartResult, culprits: Sequence[str]) -> list[str]:
+    """``part``'s hints where parts it uses fail: "fix X first" leads only when every failing
+    test passed with the stock parts standing in; else its own mistake (from the tests that fail
+    with them too) leads, and "X also fails" follows."""
+    failing = [result for result in part.tests if result.outcome != Outcome.PASSED]
+    own = [result for result in failing if result.passes_with_stock is not True]
+    if not own:
+        return [fix_first(culprits), *part.hints][:MAX_HINTS]
+    own_hints = part_hints(own)
+    return [own_hints[0] if own_hints else wrong_by_itself(part.id, culprits), also_fails(culprits)]
+
+
+def _failing(results: list[TestResult]) -> bool:
+    return any(result.outcome != Outcome.PASSED for result in results)
 
 
 def _may_be_caused_by(own_hints: list[str], culprits: Sequence[str]) -> bool:

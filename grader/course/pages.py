@@ -18,6 +18,14 @@ from grader.core.assignment import Assignment, AssignmentError
 
 README_BEGIN = "<!-- contract: generated from assignment.toml by `python -m grader.course`; do not edit -->"
 README_END = "<!-- end of contract -->"
+RUBRIC = (
+    "A part whose every failing test matched the output of one named mistake (the evidence: the "
+    "student's values were that mistake's on every failing check) scores its points less that mistake's "
+    "deduction, listed below as \"rubric: -N\", where that is more than its tests give. A failing check "
+    "that matched no mistake, or two different mistakes, leaves the score to the tests. The report says "
+    "which rule scored each part (`parts[].scored_by`). The rubric is {state} for this course "
+    "(`assignments/course.toml`, `[rubric] enabled`; an assignment's own `[rubric] enabled` overrides it)."
+)
 
 
 @dataclass(frozen=True)
@@ -28,6 +36,7 @@ class Course:
     conventions: tuple[str, ...]
     mistakes: str  # how the grader names mistakes; each assignment lists its own
     assignments: tuple[Assignment, ...]
+    rubric_enabled: bool = True  # course.toml's [rubric] enabled: partial credit by mistake
 
     @classmethod
     def load(cls, root: Path) -> Course:
@@ -36,8 +45,9 @@ class Course:
             spec = tomllib.loads(spec_path.read_text(encoding="utf-8"))
             return cls(root, spec["title"], spec["intro"], tuple(spec["conventions"]), spec["mistakes"],
                        tuple(Assignment.load(path.parent)
-                             for path in sorted((root / "assignments").glob("*/assignment.toml"))))
-        except (OSError, tomllib.TOMLDecodeError, KeyError) as exc:
+                             for path in sorted((root / "assignments").glob("*/assignment.toml"))),
+                       spec.get("rubric", {}).get("enabled", True) is True)
+        except (OSError, tomllib.TOMLDecodeError, KeyError, AttributeError) as exc:
             raise AssignmentError(f"{spec_path} is missing or malformed: {exc}") from None
 
     @property
@@ -72,6 +82,10 @@ def render_page(course: Course) -> str:
         "",
         course.mistakes,
         "The hints themselves are listed in [mistakes.md](mistakes.md).",
+        "",
+        "## Partial credit by mistake",
+        "",
+        RUBRIC.format(state="on" if course.rubric_enabled else "off"),
     ]
     for assignment in course.assignments:
         lines += ["", f"## {assignment.id} - {assignment.title}", "",
@@ -79,9 +93,18 @@ def render_page(course: Course) -> str:
                   f"(or `{assignment.notebook}`, the same stubs as a notebook).", "",
                   contract_table(assignment)]
         if assignment.mistakes:
-            lines += ["", "Mistakes the grader must recognise and name:", ""]
-            lines += [f"- {mistake}" for mistake in assignment.mistakes]
+            lines += ["", "Mistakes the grader must recognise and name, with the rubric's deduction where it "
+                          "prices one:", ""]
+            lines += [f"- {mistake}{_deduction(assignment, mistake)}" for mistake in assignment.mistakes]
+        if assignment.rubric_enabled != course.rubric_enabled:
+            lines += ["", f"The rubric is {'on' if assignment.rubric_enabled else 'off'} for this assignment "
+                          "(its `[rubric] enabled`)."]
     return "\n".join(lines) + "\n"
+
+
+def _deduction(assignment: Assignment, mistake: str) -> str:
+    points = dict(assignment.deductions).get(mistake)
+    return "" if points is None else f" (rubric: -{points:g})"
 
 
 def readme_with_contract(readme: str, assignment: Assignment) -> str:

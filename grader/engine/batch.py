@@ -86,14 +86,14 @@ def grade_batch(
     if batch.executor != "ray":  # a Ray worker resolves the device where it grades
         options = replace(options, device=resolve_device(options.device))
     overrides = overrides or Overrides()
+    check_assignment(out, assignment.id)  # before anything is written there
     stored = stored_reports(out)
-    check_assignment(out, assignment.id, stored)  # before anything is written there
     files = discover(folder)
     students = handins(files, folder, assignment, roster, all_files=batch.all_files, pins=overrides.pins())
     overrides.check(students, assignment.parts)  # and there
     graded = files if batch.all_files else sorted(handin.graded for handin in students if handin.graded)
-    before = previous_gradebook(out)
-    removed = prune_reports(out, graded)  # also those of files an --all-files run graded
+    before, stamp = previous_gradebook(out), run_stamp(out)
+    removed = prune_reports(out, graded, stamp)  # also those of files an --all-files run graded
     settled = Fingerprint.of(assignment, options)  # what decides every file's grade but its bytes
     reports: dict[Path, GradeReport] = {}  # as their files say
     why: dict[Path, str] = {}
@@ -105,7 +105,7 @@ def grade_batch(
             reports[relative] = report
         else:
             why[relative] = reason
-    skipped, stamp = len(reports), run_stamp(out)
+    skipped = len(reports)
     if on_start:
         on_start(len(why) + skipped, skipped)
     if batch.executor == "ray":

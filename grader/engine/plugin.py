@@ -5,15 +5,22 @@ fixtures, and judges each test: a :class:`~grader.core.outcome.TestOutcome` per 
 with a message for the student and a hint (:func:`classify`). pytest's own longrepr is
 never used: it quotes the hidden test's source. It also registers
 :mod:`grader.suite.fixtures`, the fixtures every suite shares.
+
+Once every test has run, a failing test of a part that uses failing parts (the contract's
+``uses``) runs once more, from its fixtures on, with the suite's stock parts standing in for
+those in a fresh student process (:class:`StandIns`): whether it then passes is the evidence
+for naming a used part as the cause ("fix split_heads first"; :mod:`grader.core.scoring`).
+The rerun's own verdict counts for nothing else.
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator
-from dataclasses import replace
+from collections.abc import Generator, Mapping
+from dataclasses import dataclass, replace
 
 import pytest
 import torch
+from _pytest.runner import runtestprotocol
 
 from grader.core import hints
 from grader.core.outcome import TestOutcome, Verdict
@@ -31,7 +38,7 @@ def classify(exc: BaseException | None, part: str = "") -> Verdict:
     if exc is None:
         return Verdict(Outcome.PASSED)
     if isinstance(exc, CheckFailed):
-        return Verdict(Outcome.FAILED, exc.message, exc.hint, tuple(exc.flags))
+        return Verdict(Outcome.FAILED, exc.message, exc.hint, tuple(exc.flags), mistake=exc.mistake)
     if isinstance(exc, StudentNotFound):
         return Verdict(Outcome.FAILED, str(exc), hints.NOT_FOUND)
     if isinstance(exc, StudentException) and exc.type_name == "NotImplementedError":
@@ -52,11 +59,22 @@ def classify(exc: BaseException | None, part: str = "") -> Verdict:
                                   "please report it to the course staff", internal=True)
 
 
+@dataclass(frozen=True)
+class StandIns:
+    """The suite's stock parts (``source``, grader-owned, defining parts by their contract
+    names) and, per part, the parts it uses that they may stand in for."""
+
+    source: str
+    uses: Mapping[str, tuple[str, ...]]
+
+
 class GradingPlugin:
-    def __init__(self, session: StudentSession | None, device: torch.device):
+    def __init__(self, session: StudentSession | None, device: torch.device, stand_ins: StandIns | None = None):
         self._session = session  # None when only collecting
         self._device = device
+        self._stand_ins = stand_ins
         self._tests: dict[str, TestOutcome] = {}  # by node id, in run order
+        self._rerunning = False  # a rerun's verdicts are not the test's
 
     def pytest_configure(self, config: pytest.Config) -> None:
         config.addinivalue_line("markers", f"{PART_MARKER}(name, points=1): the contract part a test grades")
@@ -94,10 +112,42 @@ class GradingPlugin:
                                   call: pytest.CallInfo) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         report = yield
         test = self._tests.get(item.nodeid)
-        verdict = _judge(call, test.part) if test is not None else None
+        verdict = _judge(call, test.part) if test is not None and not self._rerunning else None
         if verdict is not None:  # the last stage that has one has the last word
             self._tests[item.nodeid] = replace(test, verdict=verdict)
         return report
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, object, object]:
+        result = yield
+        if self._session is not None and self._stand_ins is not None:
+            self._try_stock_parts(session)
+        return result
+
+    def _try_stock_parts(self, session: pytest.Session) -> None:
+        """Once every test has run (and every fixture is torn down): each failing test of a part
+        that uses failing parts runs again, with stock parts standing in for those."""
+        failing = {test.part for test in self._tests.values() if test.verdict is not None
+                   and test.verdict.outcome not in (Outcome.PASSED, Outcome.SKIPPED)}
+        for item in session.items:
+            test = self._tests.get(item.nodeid)
+            used = tuple(part for part in self._stand_ins.uses.get(test.part, ()) if part in failing)
+            if used and _worth_rerunning(test.verdict):
+                passed = self._passes_with_stock(item, used)
+                self._tests[item.nodeid] = replace(test, verdict=replace(test.verdict, passes_with_stock=passed))
+
+    def _passes_with_stock(self, item: pytest.Item, used: tuple[str, ...]) -> bool:
+        """Whether ``item`` passes when the stock parts stand in for ``used``: run from scratch
+        (its fixtures set up and torn down again, so none holds what the student's own parts
+        built), in a fresh student process that ends with it (they are answers)."""
+        self._rerunning = True
+        try:
+            with self._session.standing_in(self._stand_ins.source, used):
+                item._initrequest()
+                reports = runtestprotocol(item, log=False, nextitem=None)
+        finally:
+            self._rerunning = False
+        return all(report.passed for report in reports)
 
 
 def _judge(call: pytest.CallInfo, part: str) -> Verdict | None:
@@ -109,6 +159,13 @@ def _judge(call: pytest.CallInfo, part: str) -> Verdict | None:
     if call.excinfo is not None or call.when == "call":
         return classify(call.excinfo.value if call.excinfo else None, part)
     return None
+
+
+def _worth_rerunning(verdict: Verdict | None) -> bool:
+    """A test that failed for the student's code, where a used part may be the cause: not one
+    that passed, was skipped or failed inside the grader, nor the part's own stub."""
+    return (verdict is not None and verdict.outcome in (Outcome.FAILED, Outcome.ERROR, Outcome.TIMEOUT)
+            and not verdict.internal and verdict.hint not in (hints.NOT_IMPLEMENTED, hints.NOT_FOUND))
 
 
 def _part_of(item: pytest.Item) -> str:

@@ -31,7 +31,7 @@ from grader.core.assignment import Assignment, reference_dir
 from grader.core.ingest import Program
 from grader.core.outcome import SuiteResult, TestOutcome
 from grader.engine import warm  # noqa: F401  (imports torch makes lazily, once per grader process)
-from grader.engine.plugin import GradingPlugin
+from grader.engine.plugin import GradingPlugin, StandIns
 from grader.sandbox import trusted_bounds
 from grader.sandbox.isolation import Isolation
 from grader.sandbox.limits import Limits, die_with_parent
@@ -73,7 +73,7 @@ def run_suite(assignment: Assignment, program: Program | None, limits: Limits, d
             reference = importlib.import_module(assignment.reference_module) if assignment.reference_module else None
             session = StudentSession(zygote, program, limits, reference)
         torch.set_num_threads(1)
-        grading = GradingPlugin(session, torch.device(device))
+        grading = GradingPlugin(session, torch.device(device), _stand_ins(assignment))
         # Collecting only, the suite computes nothing, on no device.
         bounds = _TrustedBounds(limits, trusted_bounds.apply(limits, device if session else "cpu"))
         tests = _run_pytest(suite, grading, bounds, collect_only=program is None)
@@ -90,6 +90,15 @@ def run_suite(assignment: Assignment, program: Program | None, limits: Limits, d
             session.close()
         if zygote is not None:
             zygote.stop()
+
+
+def _stand_ins(assignment: Assignment) -> StandIns | None:
+    """The suite's stock parts, for the parts that others use (see :class:`StandIns`)."""
+    uses = {part.name: part.uses for part in assignment.contract if part.uses}
+    path = assignment.stand_ins
+    if not uses or path is None:
+        return None
+    return StandIns(path.read_text(encoding="utf-8"), uses)
 
 
 @functools.cache

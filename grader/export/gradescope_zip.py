@@ -3,9 +3,10 @@
 At the zip's root: ``setup.sh`` (run once, as root, when the image is built),
 ``run_autograder`` (run for every submission; it starts :mod:`grader.export.gradescope`) and
 the source needed to grade: the ``grader`` package; of the ``reference`` package, what grading
-this assignment needs (:func:`grader.core.fingerprint.reference_files`: its hidden suite and the reference modules
+this assignment needs (:func:`reference_files`: its hidden suite and the reference modules
 it imports; the zip is for instructors only); the assignment's folder under
-``assignments/``; and ``pyproject.toml`` and ``README.md``, which installing the source reads.
+``assignments/``, with the course's ``assignments/course.toml`` (whether the rubric is on); and
+``pyproject.toml`` and ``README.md``, which installing the source reads.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from pathlib import Path
 
 from grader.core.archive import EXECUTABLE, REGULAR, write_zip
 from grader.core.assignment import Assignment, reference_dir
-from grader.core.fingerprint import GRADER_DIR, reference_files, source_files
+from grader.core.fingerprint import GRADER_DIR, source_files
+from grader.core.imports import imported_names, module_files
 from grader.core.report_words import grader_failed
 from grader.core.torch_wheel import TORCH_CPU_INDEX, TORCH_VERSION
 from grader.export import ExportError
@@ -81,6 +83,28 @@ fi
 """
 
 
+def reference_files(assignment: Assignment) -> list[Path]:
+    """The files of the reference package that grading ``assignment`` needs: the shared ones,
+    its hidden suite, and the reference modules that the suite names (suite.toml) or imports,
+    with those they import in turn (read from their import statements)."""
+    reference = reference_dir()
+    # The packages' faces, and what pytest itself loads for every suite (grader.engine.runner).
+    shared = [reference / name for name in ("__init__.py", "hidden/__init__.py", "hidden/pytest.ini",
+                                             "hidden/conftest.py")]
+    files = {path for path in shared if path.is_file()} | set(source_files(assignment.hidden_suite))
+    pending = [assignment.reference_module] if assignment.reference_module else []
+    pending += [name for path in files if path.suffix == ".py" for name in imported_names(path)]
+    while pending:
+        name = pending.pop()
+        if name.split(".")[0] != reference.name:
+            continue
+        for path in module_files(reference, name):
+            if path not in files:
+                files.add(path)
+                pending += imported_names(path)
+    return sorted(files)
+
+
 def build_autograder(assignment_dir: str | Path, out: Path, visibility: Visibility = Visibility()) -> None:
     """Write the autograder zip for the assignment to ``out``; its results.json shows students
     what ``visibility`` says."""
@@ -100,5 +124,8 @@ def build_autograder(assignment_dir: str | Path, out: Path, visibility: Visibili
         entries[path.relative_to(project).as_posix()] = (path.read_bytes(), REGULAR)
     for path in source_files(assignment.directory):
         entries[f"{bundled}/{path.relative_to(assignment.directory).as_posix()}"] = (path.read_bytes(), REGULAR)
+    course = assignment.directory / ".." / "course.toml"  # the course's [rubric], which the assignment reads
+    if course.is_file():
+        entries["assignments/course.toml"] = (course.read_bytes(), REGULAR)
     write_zip(out, entries)
 

@@ -70,6 +70,13 @@ def student_change(student: str, before: dict | None, score: float, submission: 
     return Change(student, old_score, score, "; ".join(moved), why)
 
 
+def vanished(before: dict[str, dict], students: set[str]) -> list[Change]:
+    """The students of the previous run's gradebook who are no longer in the batch (their folder
+    deleted, with no roster to keep them), and whose score was not 0."""
+    return [Change(student, _number(line.get("score")), 0.0, "", "no longer in the batch")
+            for student, line in before.items() if student not in students and _number(line.get("score"))]
+
+
 def _compare(old: PartResult, new: PartResult, regraded: str | None, moved: list[str], reasons: list[str]) -> None:
     """What moved in a part, and why: its final score moves with the autograder's, unless an
     override holds it, and with the override's."""

@@ -31,7 +31,7 @@ from grader.core.ingest import Ungradable, read_submission, submission_sha256
 from grader.core.report import GradeReport, PartResult, Status
 from grader.core.report_words import counts, headline, part_score
 from grader.core.sanitize import clean
-from grader.results.changes import Change, read_changes, student_change
+from grader.results.changes import HISTORY, Change, read_changes, student_change, vanished
 from grader.results.class_stats import ClassStatistics, student_statistics
 from grader.results.students import Handin, Student
 
@@ -164,6 +164,7 @@ class BatchResult:
                                   for path in handin.others})
                     for handin in self.handins]
         changes = [change for grade in students if (change := self.regrade.change(grade))]
+        changes += vanished(self.regrade.before, {grade.student for grade in students})
         return ClassResults.of(self.assignment.id, self.assignment.parts, by_file, students, changes=changes)
 
 
@@ -230,25 +231,41 @@ def stored_reports(out: Path) -> dict[str, GradeReport]:
             if (report := read_report(path)) is not None}
 
 
-def check_assignment(out: Path, assignment: str, stored: dict[str, GradeReport]) -> None:
-    """A results folder belongs to one assignment: raises :class:`ResultsError` if ``out``
-    holds another's ``stored`` reports or summary, before anything is written there."""
-    others = {str(_summary(out).get("assignment", assignment)), *(report.assignment for report in stored.values())}
-    others.discard(assignment)
+def check_assignment(out: Path, assignment: str) -> None:
+    """A results folder belongs to one assignment: raises :class:`ResultsError` if anything in
+    ``out`` names another (a report, current, removed or kept in history/, whatever its schema;
+    the summary), before anything is written there."""
+    others = {_named_assignment(path) for folder in ("reports", "removed", HISTORY)
+              for path in (out / folder).rglob("*.json")}
+    others |= {_named_assignment(out / "summary.json")}
+    others -= {assignment, None}
     if others:
         raise ResultsError(f"{out} holds the results of assignment {', '.join(sorted(others))}, not {assignment}: "
                            "give each assignment its own --out folder")
 
 
-def prune_reports(out: Path, current: Iterable[Path]) -> list[Path]:
+def _named_assignment(path: Path) -> str | None:
+    """The assignment a JSON file of the grader's names, read as plainly as can be."""
+    try:
+        named = json.loads(path.read_text(encoding="utf-8")).get("assignment")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return str(named) if named is not None else None
+
+
+def prune_reports(out: Path, current: Iterable[Path], stamp: str) -> list[Path]:
     """Move the reports of files no longer handed in (``current``: the batch's files) from
-    ``out/reports`` to ``out/removed``, kept but no longer counted; returns where they went."""
+    ``out/reports`` to ``out/removed``, kept but no longer counted; returns where they went. A
+    report removed before under the same name goes to ``history/STAMP/removed/``: none is lost."""
     keep = {report_path(out, relative).name for relative in current}
     moved = []
     for path in sorted((out / "reports").glob("*.json")):
         if path.name not in keep and read_report(path) is not None:
             target = out / "removed" / path.name
             target.parent.mkdir(exist_ok=True)
+            if target.exists():
+                (out / HISTORY / stamp / "removed").mkdir(parents=True, exist_ok=True)
+                os.replace(target, out / HISTORY / stamp / "removed" / path.name)
             os.replace(path, target)
             moved.append(target)
     return moved

@@ -24,7 +24,6 @@ graded (:meth:`Overrides.apply`, once the reports are there, before the results 
 from __future__ import annotations
 
 import difflib
-import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -62,7 +61,7 @@ class Overrides:
 
     @classmethod
     def parse(cls, text: str, source: str = "overrides") -> Overrides:
-        header, rows = table_rows(text, COLUMNS)
+        header, rows = table_rows(text, COLUMNS, OverrideError, source)
         unknown = [name for name in header if name and name not in COLUMNS]
         if "student" not in header or unknown or not {"part", "file"} & set(header):
             raise OverrideError(f"{source}: its first row must name the columns student, and part (with score and "
@@ -155,13 +154,10 @@ def _points(value: str, where: str) -> float | None:
     """A score cell: blank is None; "4,5" (a comma as the decimal mark, as Excel may save) is 4.5."""
     if not value:
         return None
-    try:
-        points = float(value.replace(",", ".") if re.fullmatch(r"\d+,\d+", value) else value)
-    except ValueError:
-        points = math.nan
-    if not math.isfinite(points) or points < 0:
+    # Digits and one decimal mark, nothing else: float() would also take "1_0", "-0", "inf", "1e400".
+    if not re.fullmatch(r"\d{1,9}([.,]\d{1,9})?", value):
         raise OverrideError(f"{where}: the score {value} is not a number of points from 0 to the part's")
-    return points
+    return float(value.replace(",", "."))
 
 
 def _overridden(report: GradeReport, rows: list[Row]) -> GradeReport:

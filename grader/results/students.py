@@ -38,10 +38,11 @@ class CanvasName:
     ambiguous: bool  # the name splits more than one way: read as the one whose file is the assignment's
 
 
-def canvas_name(filename: str, expected: Sequence[str] = ()) -> CanvasName | None:
+def canvas_name(filename: str) -> CanvasName | None:
     """How Canvas's download named ``filename``, or None if it did not. Where it splits more than
-    one way, the split whose file is among ``expected`` (the assignment's module and notebook)
-    wins, then the shortest name."""
+    one way, the shortest name wins: Canvas writes the name, and the student only the file name
+    after it, which may hold ``_22222_1_`` to read as another student's id. The choice is then
+    marked ambiguous, for the instructor to see."""
     splits = []
     for cut in (match.start() for match in re.finditer("_", filename)):
         name, tail = filename[:cut], _CANVAS_TAIL.fullmatch(filename[cut + 1:])
@@ -49,8 +50,7 @@ def canvas_name(filename: str, expected: Sequence[str] = ()) -> CanvasName | Non
             file = Path(tail["file"])
             splits.append(CanvasName(name, tail["user"], bool(tail["late"]),
                                      re.sub(r"-\d+$", "", file.stem) + file.suffix, False))
-    candidates = [split for split in splits if split.file in expected] or splits  # shortest name first
-    return replace(candidates[0], ambiguous=len(candidates) > 1) if candidates else None
+    return replace(splits[0], ambiguous=len(splits) > 1) if splits else None
 
 
 class RosterError(TableError):
@@ -80,7 +80,7 @@ class Roster:
 
     @classmethod
     def parse(cls, text: str, source: str = "roster") -> Roster:
-        header, rows = table_rows(text, ROSTER_COLUMNS)
+        header, rows = table_rows(text, ROSTER_COLUMNS, RosterError, source)
         if "student" not in header:
             raise RosterError(f"{source} has no `student` column; its first row must name the columns, "
                               f"among: {', '.join(ROSTER_COLUMNS)}")
@@ -150,7 +150,7 @@ def handins(files: Iterable[Path], folder: Path, assignment: Assignment, roster:
     found: dict[str, Student] = {}
     for relative in files:
         owner = roster.owner(relative) if roster else None
-        student = roster.students[owner] if owner else _student_from_path(relative, assignment)
+        student = roster.students[owner] if owner else _student_from_path(relative)
         grouped.setdefault(student.id, []).append(relative)
         found.setdefault(student.id, student)
     listed = dict(roster.students) if roster else {}
@@ -163,23 +163,23 @@ def handins(files: Iterable[Path], folder: Path, assignment: Assignment, roster:
     return sorted(result, key=lambda handin: (order.get(handin.student.id, len(order)), handin.student.id))
 
 
-def _student_from_path(relative: Path, assignment: Assignment) -> Student:
+def _student_from_path(relative: Path) -> Student:
     if len(relative.parts) > 1:
         return Student(relative.parts[0])
-    canvas = _canvas(relative, assignment)
+    canvas = _canvas(relative)
     if canvas:
         return Student(canvas.user, name=canvas.name, canvas_id=canvas.user)
     return Student(relative.stem or relative.name)
 
 
-def _canvas(relative: Path, assignment: Assignment) -> CanvasName | None:
+def _canvas(relative: Path) -> CanvasName | None:
     """How Canvas's download named a file at the top of the batch folder."""
-    return canvas_name(relative.name, (assignment.module, assignment.notebook)) if len(relative.parts) == 1 else None
+    return canvas_name(relative.name) if len(relative.parts) == 1 else None
 
 
-def handed_in_name(relative: Path, assignment: Assignment) -> str:
+def handed_in_name(relative: Path) -> str:
     """The name the student gave the file: a Canvas download's prefix and "-1" taken off."""
-    canvas = _canvas(relative, assignment)
+    canvas = _canvas(relative)
     return canvas.file if canvas else relative.name
 
 
@@ -198,7 +198,7 @@ def _choose(student: Student, paths: Sequence[Path], folder: Path, assignment: A
     if pinned is not None:
         graded = pinned
     else:
-        named = [path for path in paths if handed_in_name(path, assignment) in (assignment.module, assignment.notebook)]
+        named = [path for path in paths if handed_in_name(path) in (assignment.module, assignment.notebook)]
         sources = [path for path in paths if path.suffix in SOURCE_SUFFIXES]
         pool = sorted(named or sources or paths, key=lambda path: (len(path.parts), path.suffix != ".py", path))
         graded = most_work_done([folder / path for path in pool]).relative_to(folder) if len(pool) > 1 else pool[0]
@@ -209,7 +209,7 @@ def _choose(student: Student, paths: Sequence[Path], folder: Path, assignment: A
         notes.append(f"graded {graded.as_posix()}, pinned by the overrides" + (f": {pin.comment}" if pin.comment else ""))
     elif len(paths) > 1:
         notes.append(f"graded {graded.as_posix()} by the rule: {FILE_RULE}")
-    canvas = _canvas(graded, assignment)
+    canvas = _canvas(graded)
     late = bool(canvas and canvas.late)
     if late:
         notes.append("late: Canvas marked the upload LATE")

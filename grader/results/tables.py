@@ -6,6 +6,7 @@ or tabs Excel may save, a first row that names the columns in any case and spaci
 from __future__ import annotations
 
 import csv
+import io
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,15 +31,21 @@ def read_table(path: Path, what: str, error: type[TableError] = TableError) -> s
     return text
 
 
-def table_rows(text: str, columns: tuple[str, ...]) -> tuple[list[str], Iterator[tuple[int, dict[str, str]]]]:
+def table_rows(text: str, columns: tuple[str, ...], error: type[TableError] = TableError,
+               source: str = "the file") -> tuple[list[str], Iterator[tuple[int, dict[str, str]]]]:
     """The header, as ``columns`` spell it, and each row that is not blank: its number as a
-    spreadsheet shows it (the header is row 1) and its values in ``columns``, stripped."""
-    lines = text.removeprefix("\ufeff").splitlines()
-    reader = csv.reader(lines, delimiter=_delimiter(lines[0] if lines else ""))
+    spreadsheet shows it (the header is row 1) and its values in ``columns``, stripped. A row
+    with a value beyond the header's columns is an ``error``: a cell would be lost unread."""
+    text = text.removeprefix("\ufeff")
+    # Rows end where CSV says (quoted cells may hold line breaks), never at U+2028 and the like.
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=_delimiter(text.split("\n", 1)[0]))
     header = [_column(name) for name in next(reader, [])]
 
     def rows() -> Iterator[tuple[int, dict[str, str]]]:
         for number, row in enumerate(reader, start=2):
+            if any(value.strip() for value in row[len(header):]):
+                raise error(f"{source}, row {number}: {len(row)} cells, but the first row names {len(header)} "
+                            "columns; quote a cell that holds the separator")
             values = {column: value.strip() for column, value in zip(header, row) if column in columns}
             if any(values.values()):
                 yield number, values

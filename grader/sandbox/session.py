@@ -12,7 +12,7 @@ shape here, and every string is bounded and made valid Unicode before it can rea
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import ModuleType
@@ -66,6 +66,8 @@ class StudentSession:
         self._watch: tuple[set[str], list[str]] | None = None  # see watching()
         self._flags: dict[Flag, None] = {}
         self._answers_in: int | None = None  # the child generation that received answers, see define()
+        self._stand_ins: tuple[str, tuple[str, ...]] | None = None  # see standing_in()
+        self._stood_in: int | None = None  # the child generation that has them
 
     # ---- the API hidden tests use --------------------------------------------------------
 
@@ -104,6 +106,19 @@ class StudentSession:
         if answers:
             self._answers_in = self._process.generation
         return module
+
+    @contextmanager
+    def standing_in(self, source: str, names: Sequence[str]) -> Iterator[None]:
+        """Within the block, the submission's ``names`` are the definitions of that name in
+        ``source`` (grader-owned stock parts, answers): in a fresh child, before its first
+        request, so every object the block builds calls them. That child ends with the block."""
+        self._process.close()
+        previous, self._stand_ins = self._stand_ins, (source, tuple(names))
+        try:
+            yield
+        finally:
+            self._stand_ins = previous
+            self._process.close()
 
     def end_test(self) -> None:
         """A test is over: end the child if it holds answers (see :meth:`define`)."""
@@ -162,6 +177,13 @@ class StudentSession:
             raise StudentCrashed(f"{label}: malformed reply to a backward request")
         return Backward(value.get("output"), tuple(grads), params)
 
+    def _stand_in(self, source: str, names: tuple[str, ...]) -> None:
+        """Put the stock parts in place in the live child (see :meth:`standing_in`)."""
+        self._stood_in = self._process.generation
+        stock = self.define("stock parts", source, answers=True)
+        self._request({"op": "stand_in", "handle": stock.handle.id, "names": list(names)}, "grader stock parts",
+                      (), {})
+
     def _note_unrecorded(self, label: str, evidence: Any) -> None:
         """The child's own account of why its recording may be incomplete: bounded, cleaned,
         kept as flags (the child can leave things out, so an empty account proves nothing)."""
@@ -174,6 +196,8 @@ class StudentSession:
     def _request(self, header: dict, label: str, args, kwargs, extra: dict | None = None,
                  owner: RemoteObject | None = None) -> Any:
         self._process.start()  # first: a fresh child makes the objects of the last one stale
+        if self._stand_ins is not None and self._stood_in != self._process.generation:
+            self._stand_in(*self._stand_ins)
         for obj in (owner, *args, *kwargs.values()):
             if isinstance(obj, RemoteObject) and obj.generation != self._process.generation:
                 raise StudentCrashed(f"{label}: {obj.type_name} was created in a student process that has "

@@ -58,8 +58,10 @@ outside the contract makes trusted code raise (that would be a grader error the 
   of the output depends on a later position of the input; the hint names the leaking pairs.
 - :func:`expect_derivative`: a gradient the student's code reports is the derivative of the
   loss the same code computes.
-- :func:`expect_same_gradients` ``(module, reference, x, grad_output)``: a module holding the
+- :func:`expect_same_gradients` ``(module, reference, x, grad_output, mistakes=)``: a module holding the
   reference's parameters backpropagates as the reference does (input and every parameter).
+  :func:`gradient_mistakes` gives a gradient check each mistake's gradients, so that it names the
+  mistake as the value checks do.
 - :func:`expect_follows_device` ``(what, output_on, device, shape=)``: ``output_on(where)`` runs
   the code with its inputs on ``where`` (the ``meta`` device on a grader without a GPU, so a
   tensor created on a fixed device shows) and its output must be there, of that shape.
@@ -76,19 +78,24 @@ dropout on them is seen; :func:`zero_fraction_bounds`. Values are graded with dr
 
 Hints for attention mistakes that several assignments grade, worded once: ``SCALE_BY_LENGTH``,
 ``SCALE_BY_INPUT_WIDTH``, ``MASK_FILL_NOT_NEGATIVE``, ``FUTURE_VISIBLE`` (for
-:func:`expect_causal`).
+:func:`expect_causal`). A hint that names one of the contract's mistakes is a :class:`Mistake`
+(``Mistake(hint, contract="the contract's words")``, kept in ``variants.py``): when
+:func:`expect_close` or :func:`expect_causal` match the student's value with that mistake's,
+the failure carries the contract's words as evidence (``CheckFailed.mistake``), by which the
+rubric (assignment.toml's ``[rubric.deductions]``) scores the part. A check that names a
+mistake without comparing values passes no evidence, and the tests decide.
 
 Part isolation (:mod:`grader.suite.part_isolation`): a part built on pieces graded elsewhere is
 graded on its own work. The student's pieces enter the grader's arithmetic only as
 :func:`black_box` ``(remote, like=reference_piece)``: each result must have the reference
 piece's shape on the same input, else :class:`PieceUnusable`, which the helpers below treat
 as a piece that cannot be combined. :func:`expect_wiring` passes an output that matches the reference
-or the contract's wiring of the student's own pieces, and names the mistake otherwise, with
-a note on each :class:`Piece` that is wrong by itself ("fix it first"); :func:`diagnosing`
+or the contract's wiring of the student's own pieces, and names the part's own mistake otherwise
+(``OWN_WIRING`` when none matched), then each :class:`Piece` that is wrong by itself; :func:`diagnosing`
 says which piece raises when the part does; :func:`expect_gradients` checks that gradients
 reach every submodule and input; :func:`call_part` calls a part and names an unfinished part
 it calls; :func:`randomize_norms` makes a reference's LayerNorms differ, so wiring mistakes
-show. :func:`describe_piece`, ``PIECE_RAISES`` and ``PIECES_DIFFER`` word those notes;
+show. :func:`describe_piece`, ``PIECE_RAISES``, ``PIECES_DIFFER`` and ``OWN_WIRING`` word those notes;
 ``GRAPH_CUT`` is the hint when a gradient does not arrive.
 
 Stock pieces: build a composite part with :func:`new_graded_like` (``student.new_like`` with
@@ -112,6 +119,7 @@ from grader.core.hints import (
     MASK_FILL_NOT_NEGATIVE,
     SCALE_BY_INPUT_WIDTH,
     SCALE_BY_LENGTH,
+    Mistake,
 )
 from grader.sandbox.errors import StudentCrashed, StudentError, StudentException, StudentNotFound, StudentTimeout
 from grader.sandbox.session import Backward
@@ -131,6 +139,7 @@ from grader.suite.checks import (
     expect_same_gradients,
     expect_tensor,
     expect_token_ids,
+    gradient_mistakes,
     is_close,
 )
 from grader.suite.dropout import (
@@ -143,6 +152,7 @@ from grader.suite.dropout import (
 )
 from grader.suite.part_isolation import (
     GRAPH_CUT,
+    OWN_WIRING,
     PIECE_RAISES,
     PIECES_DIFFER,
     STOCK_REPLACED,
@@ -169,20 +179,21 @@ __all__ = [
     # checks
     "CheckFailed", "describe_difference", "describe_value", "expect_close", "expect_computes_with",
     "expect_contract_parameters", "expect_causal", "expect_derivative", "expect_equal", "expect_named_tensors",
-    "expect_raises", "expect_same_gradients", "expect_tensor", "expect_token_ids", "is_close", "expect_follows_device",
+    "expect_raises", "expect_same_gradients", "expect_tensor", "expect_token_ids", "gradient_mistakes", "is_close",
+    "expect_follows_device",
     # dropout
     "DropoutHints", "expect_dropout", "expect_no_dropout_at_zero", "in_eval_mode", "weights_behind",
     "zero_fraction_bounds",
-    # hints for mistakes several assignments grade
+    # hints for mistakes several assignments grade, and the contract's mistakes
     "DROPOUT_RATE_IGNORED", "DROPOUT_UNSCALED", "FIXED_DEVICE", "FUTURE_VISIBLE", "MASK_FILL_NOT_NEGATIVE",
-    "SCALE_BY_INPUT_WIDTH", "SCALE_BY_LENGTH",
+    "SCALE_BY_INPUT_WIDTH", "SCALE_BY_LENGTH", "Mistake",
     # errors from the student's side
     "StudentCrashed", "StudentError", "StudentException", "StudentNotFound", "StudentTimeout",
     # what a test calls
     "Backward", "Remote", "Student",
     # part isolation
-    "GRAPH_CUT", "PIECE_RAISES", "PIECES_DIFFER", "BlackBox", "Piece", "PieceUnusable", "black_box", "call_part",
-    "describe_piece", "diagnosing", "expect_gradients", "expect_wiring", "randomize_norms",
+    "GRAPH_CUT", "OWN_WIRING", "PIECE_RAISES", "PIECES_DIFFER", "BlackBox", "Piece", "PieceUnusable", "black_box",
+    "call_part", "describe_piece", "diagnosing", "expect_gradients", "expect_wiring", "randomize_norms",
     # stock pieces and lazy modules
     "STOCK_REPLACED", "StockPiece", "expect_replaced_pieces_written", "materialized", "new_graded_like", "noting_stock",
     "with_stock", "without_unexpected_biases",

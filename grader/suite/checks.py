@@ -7,6 +7,7 @@ mistake would produce, a ``hint`` that names it. Messages never quote test sourc
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -15,6 +16,7 @@ from typing import Any
 import torch
 
 from grader.core import hints
+from grader.core.hints import contract_mistake
 from grader.core.report import Flag
 from grader.sandbox.errors import StudentException
 
@@ -22,13 +24,19 @@ Mistakes = Mapping[str, "torch.Tensor | Callable[[], torch.Tensor]"]
 
 
 class CheckFailed(AssertionError):
-    """``flags``: what a source check found behind the failure, for the report's flags."""
+    """``flags``: what a source check found behind the failure, for the report's flags.
+    ``mistake``: the evidence for the rubric, the contract's words for the mistake whose
+    value the student's matched (a :class:`~grader.core.hints.Mistake`'s ``contract``). Only
+    a check that compared the student's value with the mistake's passes one: a hint that is a
+    guess (from an exception, a statistic) carries none, and the tests decide that part's score."""
 
-    def __init__(self, message: str, hint: str | None = None, flags: Sequence[Flag] = ()):
+    def __init__(self, message: str, hint: str | None = None, flags: Sequence[Flag] = (), *,
+                 mistake: str | None = None):
         super().__init__(message)
         self.message = message
         self.hint = hint
         self.flags = tuple(flags)
+        self.mistake = mistake
 
 
 def expect_tensor(
@@ -160,12 +168,17 @@ def expect_close(
     mistakes = mistakes or {}
     if isinstance(got, torch.Tensor) and (tuple(got.shape) != tuple(want.shape) or got.dtype != want.dtype):
         hint = _representation_hint(got, want, mistakes, atol, rtol)
-        expect_tensor(what, got, shape=want.shape, dtype=want.dtype, hint=hint)
+        try:
+            expect_tensor(what, got, shape=want.shape, dtype=want.dtype, hint=hint)
+        except CheckFailed as failure:  # a mistake named alone is its value, matched: evidence
+            failure.mistake = contract_mistake(hint)
+            raise
     expect_tensor(what, got, shape=want.shape, dtype=want.dtype, device=want.device)
     if _close(got, want, atol, rtol):
         return
+    named = _matching_mistake(got, mistakes, atol, rtol)
     raise CheckFailed(f"{what}: {describe_difference(got, want)} (tolerance atol={atol:g}, rtol={rtol:g})",
-                      _matching_mistake(got, mistakes, atol, rtol))
+                      named, mistake=contract_mistake(named))
 
 
 def expect_equal(what: str, got: Any, want: torch.Tensor, *, mistakes: Mistakes | None = None) -> None:
@@ -174,19 +187,50 @@ def expect_equal(what: str, got: Any, want: torch.Tensor, *, mistakes: Mistakes 
 
 
 def expect_same_gradients(module: Any, reference: torch.nn.Module, x: torch.Tensor, grad_output: torch.Tensor, *,
-                          atol: float = 1e-4, rtol: float = 1e-3) -> None:
+                          atol: float = 1e-4, rtol: float = 1e-3,
+                          mistakes: Callable[[dict[str, torch.Tensor]], Mistakes] | None = None) -> None:
     """Backpropagating ``grad_output`` through the student's module (holding the reference's
     parameters) gives the reference's gradients for the input ``x`` and for every parameter.
     The default tolerance covers float32 backward passes through projections and a softmax
-    (rounding ~1e-6)."""
+    (rounding ~1e-6). ``mistakes(tensors)``: the mistakes' outputs computed from ``tensors``
+    (``"x"`` and the parameters by name), whose gradients name a mistake (:func:`gradient_mistakes`)."""
     x = x.detach().requires_grad_(True)
     reference.zero_grad(set_to_none=True)
     reference(x).backward(grad_output)
     got = module.backward(x, grad_output=grad_output)
+    named = gradient_mistakes(mistakes or (lambda tensors: {}), {"x": x, **dict(reference.named_parameters())},
+                              grad_output)
     expect_close("gradient of the loss w.r.t. x", got.input_grads[0] if got.input_grads else None, x.grad,
-                 atol=atol, rtol=rtol)
+                 atol=atol, rtol=rtol, mistakes=named["x"])
     for name, param in reference.named_parameters():
-        expect_close(f"gradient of {name}", got.param_grads.get(name), param.grad, atol=atol, rtol=rtol)
+        expect_close(f"gradient of {name}", got.param_grads.get(name), param.grad, atol=atol, rtol=rtol,
+                     mistakes=named[name])
+
+
+def gradient_mistakes(mistakes: Callable[[dict[str, torch.Tensor]], Mistakes], at: Mapping[str, torch.Tensor],
+                      grad_output: torch.Tensor) -> dict[str, dict[str, Callable[[], torch.Tensor | None]]]:
+    """What each mistake's gradients are, for gradient checks: by name of ``at`` (the inputs and
+    parameters a test differentiates by), the mistakes whose values are that tensor's gradient of
+    ``<output, grad_output>``. ``mistakes(tensors)`` gives the mistakes' outputs, as
+    :func:`expect_close` takes them, computed from ``tensors``: copies of ``at`` that record
+    gradients. Each mistake is backpropagated once, when a check first asks for it; one whose
+    output is not differentiable from ``tensors`` (the student's own pieces) matches nothing."""
+    leaves = {name: tensor.detach().clone().requires_grad_(True) for name, tensor in at.items()}
+    table = mistakes(leaves)
+
+    @functools.cache
+    def gradients(hint: str) -> dict[str, torch.Tensor | None]:
+        candidate = table[hint]
+        with torch.enable_grad():
+            output = candidate() if callable(candidate) else candidate
+            if not (isinstance(output, torch.Tensor) and output.requires_grad
+                    and tuple(output.shape) == tuple(grad_output.shape)):
+                return {}
+            found = torch.autograd.grad(output, list(leaves.values()), grad_output, allow_unused=True)
+        return dict(zip(leaves, found))
+
+    return {name: {hint: (lambda hint=hint, name=name: gradients(hint).get(name)) for hint in table}
+            for name in leaves}
 
 
 def expect_raises(exc_type: type[BaseException], what: str, call: Callable[[], Any]) -> None:
@@ -395,7 +439,8 @@ def expect_causal(
     more = f" (and {len(leaks) - shown} more)" if len(leaks) > shown else ""
     named = _matching_mistake(base, mistakes or {}, atol, rtol)
     raise CheckFailed(f"{what}: the output at a position changes when only a later position of the input "
-                      f"changes: {seen}{more}", named or f"future positions are visible: {seen}{more}; {hint}")
+                      f"changes: {seen}{more}", named or f"future positions are visible: {seen}{more}; {hint}",
+                      mistake=contract_mistake(named))
 
 
 def describe_difference(got: torch.Tensor, want: torch.Tensor) -> str:
@@ -420,6 +465,8 @@ def is_close(got: Any, want: Any, *, atol: float, rtol: float = 0.0) -> bool:
 
 
 def _matching_mistake(got: torch.Tensor, mistakes: Mistakes, atol: float, rtol: float) -> str | None:
+    """The first of ``mistakes`` (its key, a :class:`~grader.core.hints.Mistake` where the
+    contract names it) whose value ``got`` matches."""
     for hint, candidate in mistakes.items():
         if is_close(got, candidate() if callable(candidate) else candidate, atol=atol, rtol=rtol):
             return hint

@@ -4,7 +4,8 @@ A part built from pieces graded elsewhere (a layer from the student's own attent
 training step from the student's own loss) is checked twice over: against the reference,
 and, failing that, against the contract's wiring of the student's own pieces
 (:func:`expect_wiring`). A mistake in a piece then costs points where that piece is graded,
-once; here it only adds a note saying which piece to fix first. Pieces are described by
+once. A part that fails both has a mistake of its own, which leads its hint (named, or
+:data:`OWN_WIRING`); a piece that is wrong by itself is noted after it. Pieces are described by
 :class:`Piece` (how to call the student's one, and what the reference's gives on the same
 input); :func:`diagnosing` names a piece that raises by itself, and :func:`call_part` names
 an unfinished part that the graded one calls.
@@ -38,7 +39,11 @@ from grader.sandbox.errors import StudentError, StudentException
 from grader.suite.checks import CheckFailed, describe_value, expect_close, expect_derivative, expect_tensor, is_close
 from grader.suite.student_protocol import Remote, Student
 
-PIECES_DIFFER = "also wrong (compared with the reference holding the same weights), fix first: {pieces}"
+PIECES_DIFFER = "also wrong by itself (compared with the reference holding the same weights): {pieces}"
+# The headline where the part's output is neither the reference's nor the contract's wiring of the
+# student's own pieces, and no mistake matched: the part's own mistake, whatever its pieces do.
+OWN_WIRING = ("wrong in this part itself: its output is not the contract's wiring of your own pieces either "
+              "(they are graded in their own parts)")
 PIECE_RAISES = "your {piece} raises an exception on these inputs: fix it first ({where})"
 GRAPH_CUT = ("every submodule must take part in forward, and nothing may cut the autograd graph "
              "(.detach(), torch.no_grad(), .data)")
@@ -109,8 +114,10 @@ def expect_wiring(what: str, got: Any, want_reference: torch.Tensor, want_wiring
                   unusable_hint: str, pieces: Sequence[Piece] = (), mask: torch.Tensor | None = None,
                   fallback_hint: str | None = None) -> None:
     """Pass when ``got`` matches the reference, or the contract's wiring of the student's own
-    modules (``want_wiring()``: part isolation). Otherwise name the mistake, and add a note
-    on those of the student's ``pieces`` that are wrong themselves ("fix it first").
+    modules (``want_wiring()``: part isolation). Otherwise the part's own mistake leads the hint
+    (the one matched, else ``fallback_hint``, else :data:`OWN_WIRING`), and a note on those of the
+    student's ``pieces`` that are wrong themselves follows: with its own pieces it fails too, so
+    they are not its cause.
 
     ``mask``: bool, broadcastable to the output; only these positions are compared.
     ``unusable_hint`` (with ``{error}``): the hint when the student's pieces cannot be
@@ -138,8 +145,11 @@ def expect_wiring(what: str, got: Any, want_reference: torch.Tensor, want_wiring
         expect_close(what, got, want, atol=atol, rtol=rtol,
                      mistakes={hint: (lambda run=run: only(run())) for hint, run in quietly(mistakes).items()})
     except CheckFailed as failure:
-        notes = [unusable or failure.hint or fallback_hint, differing_pieces(pieces)]
-        raise CheckFailed(failure.message, "; ".join(note for note in notes if note) or None) from None
+        wrong = differing_pieces(pieces)
+        notes = [unusable or failure.hint or fallback_hint or (OWN_WIRING if wrong else None), wrong]
+        # The mistake matched is the part's own: computed with the student's own pieces.
+        raise CheckFailed(failure.message, "; ".join(note for note in notes if note) or None,
+                          mistake=None if unusable else failure.mistake) from None
 
 
 @contextmanager
@@ -358,7 +368,8 @@ def noting_stock(module: Remote) -> Iterator[None]:
         note = _STOCK_NOTES.get(module)
         if note is None:
             raise
-        raise CheckFailed(failure.message, "; ".join(filter(None, [failure.hint, note])), failure.flags) from None
+        raise CheckFailed(failure.message, "; ".join(filter(None, [failure.hint, note])), failure.flags,
+                          mistake=failure.mistake) from None
 
 
 def materialized(module: Remote, forward: Callable[[], Any]) -> Remote:

@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from grader.suite import CheckFailed, StudentError, expect_close, expect_follows_device, expect_tensor
+from grader.suite import CheckFailed, StudentError, expect_close, expect_follows_device, expect_tensor, gradient_mistakes
 from reference.attention import scaled_dot_product_attention
 from reference.hidden.a01 import variants
 from reference.hidden.a01.conftest import D_K, D_V
@@ -143,9 +143,12 @@ def test_sdpa_gradients(student, make_input):
     got = student.backward("scaled_dot_product_attention", q, k, v, grad_output=(grad_output, torch.zeros_like(weights)))
     # The same return convention as every other test: gradients of a lone output do not count.
     expect_pair("scaled_dot_product_attention(q, k, v)", got.output, q, k, v, shapes=True)
+    named = gradient_mistakes(lambda t: variants.attention_mistakes(t["q"], t["k"], t["v"], None, index=0),
+                              {"q": q, "k": k, "v": v}, grad_output)
     # Backward through two matmuls and a softmax in float32: rounding ~1e-6.
     for name, tensor, grad in zip("qkv", (q, k, v), got.input_grads):
-        expect_close(f"gradient of the output w.r.t. {name}", grad, tensor.grad, atol=1e-4, rtol=1e-3)
+        expect_close(f"gradient of the output w.r.t. {name}", grad, tensor.grad, atol=1e-4, rtol=1e-3,
+                     mistakes=named[name])
 
 
 def test_sdpa_follows_the_input_device(student, make_input, device):

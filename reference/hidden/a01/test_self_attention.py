@@ -9,6 +9,7 @@ from grader.suite import (
     expect_contract_parameters,
     expect_follows_device,
     expect_tensor,
+    gradient_mistakes,
 )
 from reference.attention import SelfAttention
 from reference.hidden.a01 import variants
@@ -88,9 +89,14 @@ def test_self_attention_gradients(student_self_attention, reference_self_attenti
     grad_output = make_input(2, 3, D_OUT, seed=64, scale=1.0)
     reference_self_attention(x).backward(grad_output)
     got = student_self_attention.backward(x, grad_output=grad_output)
-    expect_close("gradient of the loss w.r.t. x", got.input_grads[0], x.grad, atol=1e-4, rtol=1e-3)
+    params = _params(reference_self_attention)
+    named = gradient_mistakes(lambda t: variants.self_attention_mistakes({n: t[n] for n in params}, t["x"]),
+                              {"x": x, **params}, grad_output)
+    expect_close("gradient of the loss w.r.t. x", got.input_grads[0], x.grad, atol=1e-4, rtol=1e-3,
+                 mistakes=named["x"])
     for name, param in reference_self_attention.named_parameters():
-        expect_close(f"gradient of {name}", got.param_grads.get(name), param.grad, atol=1e-4, rtol=1e-3)
+        expect_close(f"gradient of {name}", got.param_grads.get(name), param.grad, atol=1e-4, rtol=1e-3,
+                     mistakes=named[name])
 
 
 def test_self_attention_follows_the_input_device(student, make_input, device):

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 import torch
 import torch.nn.functional as F
 
-from grader.suite import MASK_FILL_NOT_NEGATIVE, SCALE_BY_INPUT_WIDTH, SCALE_BY_LENGTH
+from grader.suite import MASK_FILL_NOT_NEGATIVE, SCALE_BY_INPUT_WIDTH, SCALE_BY_LENGTH, Mistake
 
 # torch's built-in softmax, and the built-ins with one inside, as the operators that run below
 # every Python route to them (torch.softmax, F.softmax, nn.Softmax, a method and torch.ops all
@@ -56,6 +56,22 @@ OWN_PIECES_WRONG = ("your attention_scores or softmax is wrong and scaled_dot_pr
                     "fix that part first")
 OWN_SDPA_WRONG = ("your scaled_dot_product_attention is wrong and SelfAttention uses it: "
                   "fix that part first")
+
+
+# The contract's words (assignments/01/assignment.toml's mistakes) for the mistakes these hints
+# name: a check whose value matches one of them carries those words, the rubric's evidence.
+SOFTMAX_WRONG_DIM = Mistake(SOFTMAX_WRONG_DIM, 'softmax over the wrong dimension')
+SOFTMAX_DIM = Mistake(SOFTMAX_DIM, 'softmax over the wrong dimension')
+NO_MAX_SUBTRACTION = Mistake(NO_MAX_SUBTRACTION, 'no max subtraction (overflow to nan/inf)')
+NO_SCALE = Mistake(NO_SCALE, 'scores not scaled')
+SCALE_D_K = Mistake(SCALE_D_K, 'scores scaled by `d_k` instead of `sqrt(d_k)`')
+MASK_INVERTED = Mistake(MASK_INVERTED, 'mask inverted (True read as "blocked")')
+MASK_AFTER_SOFTMAX = Mistake(MASK_AFTER_SOFTMAX, 'mask applied after the softmax')
+SCALE_BY_LENGTH = Mistake(SCALE_BY_LENGTH, 'scores scaled by `sqrt(T)`, the sequence length')
+# 02's words: its CausalSelfAttention names this one through scale_mistakes, below.
+SCALE_BY_INPUT_WIDTH = Mistake(SCALE_BY_INPUT_WIDTH, 'scores scaled by the input width (`C ** -0.5` with C = d_in)')
+MASK_FILL_NOT_NEGATIVE = Mistake(MASK_FILL_NOT_NEGATIVE,
+                                 'masked scores filled with a value that is not very negative (0, `1e-15`)')
 
 
 def forbidden_softmax_hint(seen: Iterable[str]) -> str:

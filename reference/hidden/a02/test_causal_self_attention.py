@@ -130,8 +130,10 @@ def test_csa_with_bias(student, make_input, device):
 
 def test_csa_gradients(student_csa, reference_csa, make_input):
     # Backward through the projections and a masked softmax in float32: rounding ~1e-6.
+    params = _params(reference_csa)
     expect_same_gradients(student_csa, reference_csa, make_input(2, 5, D_IN, seed=94),
-                          make_input(2, 5, D_OUT, seed=95, scale=1.0))
+                          make_input(2, 5, D_OUT, seed=95, scale=1.0),
+                          mistakes=lambda t: variants.causal_self_attention_mistakes({n: t[n] for n in params}, t["x"]))
 
 
 def test_csa_rejects_input_longer_than_the_context(student_csa, make_input):

@@ -13,7 +13,13 @@ import torch
 import torch.nn.functional as F
 
 # CausalSelfAttention can make 01's attention mistakes too; their hints are re-exported here.
-from grader.suite import FUTURE_VISIBLE, MASK_FILL_NOT_NEGATIVE, SCALE_BY_INPUT_WIDTH, SCALE_BY_LENGTH  # noqa: F401
+from grader.suite import (  # noqa: F401
+    FUTURE_VISIBLE,
+    MASK_FILL_NOT_NEGATIVE,
+    SCALE_BY_INPUT_WIDTH,
+    SCALE_BY_LENGTH,
+    Mistake,
+)
 # CausalSelfAttention's dropout, judged as every part that owns one is (grader.suite.dropout).
 from grader.suite import DROPOUT_RATE_IGNORED, DROPOUT_UNSCALED, zero_fraction_bounds  # noqa: F401
 from reference.hidden.a01.variants import (  # noqa: F401
@@ -64,6 +70,21 @@ CSA_DROPOUT_ON_OUTPUT = ("dropout applied to the output: it belongs on the atten
                          "dropout(weights, p, self.training) @ v")
 CSA_DROPOUT_MISPLACED = ("dropout does not zero attention weights: apply it to the weights after the softmax, "
                          "dropout(weights, p, self.training) @ v")
+
+
+# The contract's words (assignments/02/assignment.toml's mistakes) for the mistakes these hints
+# name: a check whose value matches one of them carries those words, the rubric's evidence.
+CAUSAL_TRIU = Mistake(CAUSAL_TRIU, 'a causal mask built with `triu` instead of `tril`')
+CAUSAL_BLOCKED = Mistake(CAUSAL_BLOCKED, 'a causal mask inverted (True read as "blocked")')
+CAUSAL_NO_DIAGONAL = Mistake(CAUSAL_NO_DIAGONAL, 'the diagonal left out of the causal mask')
+DROPOUT_NO_SCALING = Mistake(DROPOUT_NO_SCALING, 'dropout without the `1/(1-p)` scaling')
+DROPOUT_SCALED_BY_KEEP = Mistake(DROPOUT_SCALED_BY_KEEP, 'dropout scaled by `(1-p)`')
+DROPOUT_IN_EVAL = Mistake(DROPOUT_IN_EVAL, 'dropout active at evaluation')
+DROPOUT_P_AS_KEEP = Mistake(DROPOUT_P_AS_KEEP, '`p` used as the keep probability')
+SCALE_BY_LENGTH = Mistake(SCALE_BY_LENGTH, 'scores scaled by `sqrt(T)`, the sequence length')
+SCALE_BY_INPUT_WIDTH = Mistake(SCALE_BY_INPUT_WIDTH, 'scores scaled by the input width (`C ** -0.5` with C = d_in)')
+MASK_FILL_NOT_NEGATIVE = Mistake(MASK_FILL_NOT_NEGATIVE,
+                                 'masked scores filled with a value that is not very negative (0, `1e-15`)')
 
 
 # ---- masks ---------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from grader.suite import (
     expect_no_dropout_at_zero,
     expect_raises,
     expect_tensor,
+    gradient_mistakes,
     in_eval_mode,
     is_close,
     materialized,
@@ -107,13 +108,19 @@ def test_mha_gradients(student_mha, reference_mha, make_input):
     grad_output = make_input(2, 3, D_MODEL, seed=18, scale=1.0)
     reference_mha(*inputs.values()).backward(grad_output)
     got = student_mha.backward(*inputs.values(), grad_output=grad_output)
-    for (name, tensor), grad in zip(inputs.items(), got.input_grads):
+    params = _params(reference_mha)
+    named = gradient_mistakes(lambda t: variants.mistakes({n: t[n] for n in params}, t["query"], t["key"], t["value"],
+                                                          NUM_HEADS), {**inputs, **params}, grad_output)
+    for i, (name, tensor) in enumerate(inputs.items()):
+        grad = got.input_grads[i] if i < len(got.input_grads) else None
         if grad is None or isinstance(grad, torch.Tensor) and grad.shape == tensor.shape and not bool(grad.any()):
             raise CheckFailed(f"MultiHeadAttention(query, key, value): no gradient reached the {name}",
                               variants.INPUT_DETACHED)
-        expect_close(f"gradient of the loss w.r.t. the {name}", grad, tensor.grad, atol=1e-4, rtol=1e-3)
+        expect_close(f"gradient of the loss w.r.t. the {name}", grad, tensor.grad, atol=1e-4, rtol=1e-3,
+                     mistakes=named[name])
     for name, param in reference_mha.named_parameters():
-        expect_close(f"gradient of {name}", got.param_grads.get(name), param.grad, atol=1e-4, rtol=1e-3)
+        expect_close(f"gradient of {name}", got.param_grads.get(name), param.grad, atol=1e-4, rtol=1e-3,
+                     mistakes=named[name])
 
 
 def test_mha_dropout_is_off_in_eval_mode(student, reference_mha, make_input, device):
@@ -121,7 +128,7 @@ def test_mha_dropout_is_off_in_eval_mode(student, reference_mha, make_input, dev
     module.method("eval")
     x = make_input(2, 5, D_MODEL, seed=19)
     expect_close("MultiHeadAttention(dropout=0.5) in eval mode", module(x, x, x), reference_mha(x, x, x),
-                 atol=ATOL, rtol=RTOL)
+                 atol=ATOL, rtol=RTOL, mistakes=variants.mistakes(_params(reference_mha), x, x, x, NUM_HEADS))
 
 
 @pytest.mark.part("MultiHeadAttention", points=2)

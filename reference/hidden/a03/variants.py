@@ -11,7 +11,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from grader.suite import DROPOUT_RATE_IGNORED, DROPOUT_UNSCALED, MASK_FILL_NOT_NEGATIVE  # noqa: F401
+from grader.suite import DROPOUT_RATE_IGNORED, DROPOUT_UNSCALED, MASK_FILL_NOT_NEGATIVE, Mistake  # noqa: F401
 from reference.multihead import combine_heads, split_heads
 
 NO_TRANSPOSE_SPLIT = "heads split with view and no transpose: features of different heads are mixed"
@@ -33,6 +33,19 @@ DROPOUT_MISPLACED = ("dropout does not zero attention weights: apply it to the w
 DROPOUT_ON_OUTPUT = "dropout applied to the output: it belongs on the attention weights, dropout(weights) @ v"
 INPUT_DETACHED = ("an input gets no gradient: forward must not cut the graph from the query, key or value "
                   "(.detach(), torch.no_grad(), .data)")
+
+
+# The contract's words (assignments/03/assignment.toml's mistakes) for the mistakes these hints
+# name: a check whose value matches one of them carries those words, the rubric's evidence.
+NO_TRANSPOSE_SPLIT = Mistake(NO_TRANSPOSE_SPLIT,
+                             "heads split with `view` and no `transpose` (features of different heads mixed)")
+SCALE_D_MODEL = Mistake(SCALE_D_MODEL, 'scores scaled by `sqrt(d_model)` instead of the head dimension')
+NO_SCALE = Mistake(NO_SCALE, 'scores not scaled')
+SCALE_D_K = Mistake(SCALE_D_K, 'scores scaled by `d_k` instead of `sqrt(d_k)`')
+SOFTMAX_DIM = Mistake(SOFTMAX_DIM, 'softmax over the wrong dimension')
+MASK_INVERTED = Mistake(MASK_INVERTED, 'mask inverted (True read as "blocked")')
+MASK_FILL_NOT_NEGATIVE = Mistake(MASK_FILL_NOT_NEGATIVE,
+                                 'masked scores filled with a value that is not very negative (0, `1e-15`)')
 
 
 def split_without_transpose(x: torch.Tensor, num_heads: int) -> torch.Tensor:

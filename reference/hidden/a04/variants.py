@@ -11,7 +11,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from grader.suite import DROPOUT_RATE_IGNORED  # noqa: F401  (PositionalEncoding's dropout, grader.suite.dropout)
+from grader.suite import DROPOUT_RATE_IGNORED, Mistake  # noqa: F401  (PositionalEncoding's dropout)
 
 CONCATENATED = ("sin and cos concatenated ([sin..., cos...]) instead of interleaved: "
                 "sin goes to the even features PE[:, 0::2], cos to the odd ones PE[:, 1::2]")
@@ -47,6 +47,13 @@ EMBEDDING_SCALED_BY_D_MODEL = "the embeddings are scaled by d_model instead of s
 EMBEDDING_DIVIDED = "the embeddings are divided by sqrt(d_model): multiply instead"
 NO_PADDING_IDX = ("padding_idx is not passed on: nn.Embedding(vocab_size, d_model, padding_idx=padding_idx) "
                   "keeps the padding row at zero and its gradient at zero")
+
+
+# The contract's words (assignments/04/assignment.toml's mistakes) for the mistakes these hints
+# name: a check whose value matches one of them carries those words, the rubric's evidence.
+CONCATENATED = Mistake(CONCATENATED, 'sin and cos concatenated instead of interleaved')
+SWAPPED = Mistake(SWAPPED, 'sin and cos swapped')
+EXPONENT_I = Mistake(EXPONENT_I, 'exponent `i/d_model` instead of `2i/d_model`')
 
 
 def sinusoidal_encoding(

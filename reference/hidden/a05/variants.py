@@ -20,7 +20,7 @@ from grader.suite import DROPOUT_RATE_IGNORED, DROPOUT_UNSCALED  # noqa: F401  (
 from grader.suite import FUTURE_VISIBLE as _future_visible
 
 # The notes that part isolation adds to these hints (tests/test_grade_05.py names them).
-from grader.suite import PIECE_RAISES  # noqa: F401
+from grader.suite import PIECE_RAISES, Mistake  # noqa: F401
 from grader.suite import describe_piece as piece  # noqa: F401
 from reference.masks import causal_mask, padding_mask
 
@@ -72,6 +72,13 @@ WIRING = ("forward combines your modules differently from the contract: src_embe
 
 Attention = Callable[..., torch.Tensor]  # (query, key, value, mask) -> (B, T_q, d_model)
 Module = Callable[[torch.Tensor], torch.Tensor]
+
+
+# The contract's words (assignments/05/assignment.toml's mistakes) for the mistakes these hints
+# name: a check whose value matches one of them carries those words, the rubric's evidence.
+PRE_NORM = Mistake(PRE_NORM, 'pre-norm instead of post-norm')
+MISSING_RESIDUAL = Mistake(MISSING_RESIDUAL, 'a missing residual')
+CROSS_OVER_OWN_STATES = Mistake(CROSS_OVER_OWN_STATES, "cross-attention over the decoder's own states")
 
 
 def feed_forward(

@@ -20,6 +20,8 @@ from functools import partial
 
 import torch
 from torch import nn
+from grader.suite import Mistake
+
 
 # ---- teacher_forcing_split -------------------------------------------------------------
 LABELS_NOT_SHIFTED = ("labels not shifted: the decoder reads tgt[:, :-1] and must predict the next token, "
@@ -85,6 +87,20 @@ NOT_LONG = "return token ids as a LongTensor (torch.long), e.g. from argmax"
 # ---- end to end ------------------------------------------------------------------------
 NO_LEARNING = "the loss does not fall: see the train_step part for what your step does differently"
 NOT_FINITE = "the loss became nan or inf: check the loss (padding, log of 0) and that gradients are clipped"
+
+
+# The contract's words (assignments/06/assignment.toml's mistakes) for the mistakes these hints
+# name: a check whose value matches one of them carries those words, the rubric's evidence.
+LABELS_NOT_SHIFTED = Mistake(LABELS_NOT_SHIFTED, 'labels not shifted')
+LABELS_NOT_SHIFTED_FULL = Mistake(LABELS_NOT_SHIFTED_FULL, 'labels not shifted')
+PAD_NOT_IGNORED = Mistake(PAD_NOT_IGNORED, 'padding not ignored in the loss')
+NO_ZERO_GRAD = Mistake(NO_ZERO_GRAD, 'no `zero_grad`')
+NO_STEP = Mistake(NO_STEP, 'no optimizer step')
+CLIP_AFTER_STEP = Mistake(CLIP_AFTER_STEP, 'clipping after the step')
+SMOOTHING_HARDCODED = Mistake(SMOOTHING_HARDCODED, 'label smoothing hard-coded')
+SMOOTHING_ANNOTATED = Mistake(SMOOTHING_ANNOTATED,
+                              "label smoothing spread over `V-2` classes (the annotated transformer's KL divergence)")
+LABEL_LEAKS = Mistake(LABEL_LEAKS, "the whole target fed to the model, the label leaking into the input")
 
 
 # ---- teacher_forcing_split -------------------------------------------------------------

@@ -153,7 +153,7 @@ def test_head_dropout_zeroes_attention_weights_in_training_mode(student, referen
 
 def test_head_gradients(student_head, reference_head, make_input):
     expect_same_gradients(student_head, reference_head, make_input(2, 4, D_MODEL, seed=108),
-                          make_input(2, 4, HEAD_SIZE, seed=109))
+                          make_input(2, 4, HEAD_SIZE, seed=109), mistakes=lambda t: variants.head_mistakes(t["x"], t))
 
 
 def test_head_follows_the_input_device(student, make_input, device):

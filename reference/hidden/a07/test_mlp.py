@@ -68,12 +68,13 @@ def test_mlp_dropout_is_off_in_eval_mode(student, reference_mlp, make_input):
     module = student.new_like(reference_mlp, "MLP", D_MODEL, dropout=0.5)
     module.method("eval")
     x = make_input(2, 5, D_MODEL, seed=304, scale=SCALE)
-    expect_close("MLP(dropout=0.5) in eval mode", module(x), reference_mlp(x), atol=ATOL, rtol=RTOL)
+    expect_close("MLP(dropout=0.5) in eval mode", module(x), reference_mlp(x), atol=ATOL, rtol=RTOL,
+                 mistakes=variants.mlp_mistakes(x, params(reference_mlp)))
 
 
 def test_mlp_gradients(student_mlp, reference_mlp, make_input):
     expect_same_gradients(student_mlp, reference_mlp, make_input(2, 3, D_MODEL, seed=305),
-                          make_input(2, 3, D_MODEL, seed=306))
+                          make_input(2, 3, D_MODEL, seed=306), mistakes=lambda t: variants.mlp_mistakes(t["x"], t))
 
 
 def test_mlp_follows_the_input_device(student, make_input, device):

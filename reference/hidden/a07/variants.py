@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 # Shared with 01-03, worded once (grader.core.hints); "scaled by d_model" is the input width here.
-from grader.suite import FUTURE_VISIBLE, MASK_FILL_NOT_NEGATIVE, SCALE_BY_INPUT_WIDTH
+from grader.suite import FUTURE_VISIBLE, MASK_FILL_NOT_NEGATIVE, SCALE_BY_INPUT_WIDTH, Mistake
 # Dropout in Head, MultiHead and MLP, judged as every part that owns one is (grader.suite.dropout).
 from grader.suite import DROPOUT_RATE_IGNORED, DROPOUT_UNSCALED  # noqa: F401
 
@@ -56,6 +56,18 @@ GPT_WIRING = ("forward combines your modules differently from the contract: toke
               "position_embedding(arange(T)) -> each block -> ln_f -> lm_head")
 PIECES_UNUSABLE = ("your modules cannot be combined as the contract says ({error}): each Head, MultiHead, MLP and "
                    "Block must return one tensor of the contract's shape")
+
+
+# The contract's words (assignments/07/assignment.toml's mistakes) for the mistakes these hints
+# name: a check whose value matches one of them carries those words, the rubric's evidence.
+FUTURE_VISIBLE = Mistake(FUTURE_VISIBLE, 'future positions visible (no causal mask)')
+SCALE_BY_INPUT_WIDTH = Mistake(SCALE_BY_INPUT_WIDTH, 'scores scaled by `d_model` instead of the head size')
+POST_NORM = Mistake(POST_NORM, 'post-norm instead of pre-norm')
+RELU = Mistake(RELU, 'ReLU (or tanh-approximate GELU) instead of exact GELU')
+TANH_GELU = Mistake(TANH_GELU, 'ReLU (or tanh-approximate GELU) instead of exact GELU')
+NO_FINAL_NORM = Mistake(NO_FINAL_NORM, 'no final LayerNorm')
+NO_POSITIONS = Mistake(NO_POSITIONS, 'positions not added')
+LOGITS_FLATTENED = Mistake(LOGITS_FLATTENED, 'logits returned flattened to `(B*T, V)`')
 
 
 def head(x: torch.Tensor, p: dict[str, torch.Tensor], *, scale: str = "head", causal: bool = True,

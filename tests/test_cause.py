@@ -1,0 +1,201 @@
+"""A part that uses another is told "fix X first" only where X is the cause: where its failing
+tests pass once the grader's stock X stands in for the student's. Otherwise its own mistake
+leads, and "X also fails its own tests" follows; under part isolation (05, 07) its own mistake
+leads and the piece wrong by itself follows. Real code shapes, per assignment with dependent
+parts, each with its exact headline and points.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from grader.core import hints
+from grader.suite import OWN_WIRING, PIECES_DIFFER, describe_piece
+from reference import as_submission, module_for
+from reference.hidden.a01 import variants as v01
+from reference.hidden.a02 import variants as v02
+from reference.hidden.a03 import variants as v03
+from reference.hidden.a07 import variants as v07
+from tests.conftest import ROOT, mutant, part
+
+pytestmark = pytest.mark.slow
+
+
+def edited(assignment_id: str, *edits: tuple[str, str]) -> str:
+    source = as_submission(module_for(assignment_id))
+    for old, new in edits:
+        source = mutant(source, old, new)
+    return source
+
+
+# ---- 03: MultiHeadAttention uses split_heads and combine_heads, written as tutorials write them
+
+SPLIT_WITH_ASSERT = '''
+def split_heads(x, num_heads):
+    B, T, D = x.shape
+    assert D % num_heads == 0, "d_model must be divisible by num_heads"
+    return x.view(B, T, num_heads, D // num_heads).transpose(1, 2)
+'''
+SPLIT_SQUEEZED = '''
+def split_heads(x, num_heads):
+    B, T, D = x.shape
+    if D % num_heads:
+        raise ValueError("d_model must be divisible by num_heads")
+    return x.view(B, T, num_heads, D // num_heads).transpose(1, 2).squeeze()
+'''
+SPLIT_WITHOUT_TRANSPOSE = '''
+def split_heads(x, num_heads):
+    B, T, D = x.shape
+    if D % num_heads:
+        raise ValueError("d_model must be divisible by num_heads")
+    return x.reshape(B, num_heads, T, D // num_heads)
+'''
+COMBINE = '''
+def combine_heads(x):
+    B, H, T, d_k = x.shape
+    return x.transpose(1, 2).reshape(B, T, H * d_k)
+'''
+MHA = '''
+import math
+import torch
+from torch import nn
+
+
+class MultiHeadAttention(nn.Module):
+    def __init__(self, d_model, num_heads, dropout=0.0, bias=True):
+        super().__init__()
+        if d_model % num_heads:
+            raise ValueError("d_model must be divisible by num_heads")
+        self.h, self.d_k = num_heads, d_model // num_heads
+        self.W_q = nn.Linear(d_model, d_model, bias=bias)
+        self.W_k = nn.Linear(d_model, d_model, bias=bias)
+        self.W_v = nn.Linear(d_model, d_model, bias=bias)
+        self.W_o = nn.Linear(d_model, d_model, bias=bias)
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, query, key, value, mask=None):
+        q = split_heads(self.W_q(query), self.h)
+        k = split_heads(self.W_k(key), self.h)
+        v = split_heads(self.W_v(value), self.h)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_k)
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        attn = self.drop(scores.softmax(dim=-1))
+        return self.W_o(combine_heads(attn @ v))
+'''
+# nn.MultiheadAttention's habit: (output, weights).
+MHA_RETURNING_WEIGHTS = mutant(MHA, "        return self.W_o(combine_heads(attn @ v))",
+                               "        return self.W_o(combine_heads(attn @ v)), attn")
+# The mask read as nn.MultiheadAttention's attn_mask: True = blocked.
+MHA_MASK_INVERTED = mutant(MHA, "scores.masked_fill(~mask,", "scores.masked_fill(mask,")
+# Heads split inline (split_heads is never called), and scaled by sqrt(d_model).
+MHA_INLINE_SQRT_D_MODEL = mutant(MHA, '''        q = split_heads(self.W_q(query), self.h)
+        k = split_heads(self.W_k(key), self.h)
+        v = split_heads(self.W_v(value), self.h)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_k)''', '''        B = query.size(0)
+        q = self.W_q(query).view(B, -1, self.h, self.d_k).transpose(1, 2)
+        k = self.W_k(key).view(B, -1, self.h, self.d_k).transpose(1, 2)
+        v = self.W_v(value).view(B, -1, self.h, self.d_k).transpose(1, 2)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.h * self.d_k)''')
+
+
+@pytest.mark.parametrize("source, used, used_score, score, hints_shown", [
+    # split_heads loses 1 of 7 (a bare assert); MultiHeadAttention returns a tuple, with a correct
+    # split_heads too. Before: "fix split_heads first" led, and the tuple came second.
+    pytest.param(SPLIT_WITH_ASSERT + COMBINE + MHA_RETURNING_WEIGHTS, "split_heads", 6, 2,
+                 [hints.RETURNS_SEVERAL, "split_heads also fails its own tests"], id="tuple returned"),
+    # split_heads squeezes a batch of 1 away (3 of 7); the mask is inverted. The device test, with
+    # a batch of 1, fails because of split_heads; the mask tests fail whatever split_heads does.
+    pytest.param(SPLIT_SQUEEZED + COMBINE + MHA_MASK_INVERTED, "split_heads", 4, 10,
+                 [v03.MASK_INVERTED, "split_heads also fails its own tests"], id="mask inverted"),
+    # Its own heads, never split_heads: the scale is its own mistake (the rubric's 3 points).
+    pytest.param(SPLIT_WITH_ASSERT + COMBINE + MHA_INLINE_SQRT_D_MODEL, "split_heads", 6, 11,
+                 [v03.SCALE_D_MODEL, "split_heads also fails its own tests"], id="split inline, sqrt(d_model)"),
+    # A correct MultiHeadAttention over a split_heads without the transpose: split_heads is the cause.
+    pytest.param(SPLIT_WITHOUT_TRANSPOSE + COMBINE + MHA, "split_heads", 4, 11,
+                 ["fix split_heads first (it fails its own tests)", v03.NO_TRANSPOSE_SPLIT], id="split_heads the cause"),
+])
+def test_03_names_split_heads_as_the_cause_only_where_it_is(grade_source, source, used, used_score, score, hints_shown):
+    report = grade_source(source)
+    assert part(report, used).score == used_score
+    mha = part(report, "MultiHeadAttention")
+    assert (mha.score, mha.max_score) == (score, 14)
+    assert mha.hints == hints_shown
+
+
+# ---- 01: scaled_dot_product_attention uses attention_scores and softmax; SelfAttention uses it
+
+SCALED_SCORES = ("return query @ keys.transpose(-2, -1)", "return query @ keys.transpose(-2, -1) / math.sqrt(query.size(-1))")
+
+
+@pytest.mark.parametrize("edits, scores, sdpa_hints, self_attention", [
+    # attention_scores scales (5 of 7 lost); sdpa computes its scores itself and inverts the mask.
+    pytest.param([SCALED_SCORES, ("scores = attention_scores(q, k) / math.sqrt(d_k)",
+                                  "scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)"),
+                  ("scores = scores.masked_fill(~mask,", "scores = scores.masked_fill(mask,")],
+                 {"attention_scores": 2, "scaled_dot_product_attention": 10, "SelfAttention": 9},
+                 [v01.MASK_INVERTED, "attention_scores also fails its own tests"], [], id="scores inline, mask inverted"),
+    # softmax loses 1 of 14 (float64 comes back float32); sdpa divides by d_k: its own mistake.
+    pytest.param([("    return exp / exp.sum(dim=dim, keepdim=True)", "    return (exp / exp.sum(dim=dim, keepdim=True)).float()"),
+                  ("scores = attention_scores(q, k) / math.sqrt(d_k)", "scores = attention_scores(q, k) / d_k")],
+                 {"softmax": 13, "scaled_dot_product_attention": 10, "SelfAttention": 6},
+                 [v01.SCALE_D_K, "softmax also fails its own tests"],
+                 ["fix scaled_dot_product_attention first (it fails its own tests)", v01.SCALE_D_K], id="softmax float32"),
+    # A correct sdpa over an attention_scores that scales: attention_scores is the cause.
+    pytest.param([SCALED_SCORES], {"attention_scores": 2, "scaled_dot_product_attention": 10, "SelfAttention": 6},
+                 ["fix attention_scores first (it fails its own tests)", v01.SCALE_D_K],
+                 ["fix scaled_dot_product_attention first (it fails its own tests)", v01.SCALE_D_K],
+                 id="attention_scores the cause"),
+])
+def test_01_names_a_used_part_as_the_cause_only_where_it_is(grade_source, edits, scores, sdpa_hints, self_attention):
+    report = grade_source(edited("01", *edits), assignment=ROOT / "assignments" / "01")
+    assert {part_id: part(report, part_id).score for part_id in scores} == scores
+    assert part(report, "scaled_dot_product_attention").hints == sdpa_hints
+    assert part(report, "SelfAttention").hints == self_attention
+
+
+# ---- 02: CausalSelfAttention uses causal_mask and dropout
+
+TRIU = ("torch.ones(T, T, dtype=torch.bool, device=device).tril()", "torch.ones(T, T, dtype=torch.bool, device=device).triu()")
+
+
+@pytest.mark.parametrize("edits, csa_score, csa_hints", [
+    # Its own tril mask (causal_mask never called), masked scores filled with 0: its own mistake.
+    pytest.param([TRIU, ('self.register_buffer("mask", causal_mask(context_length))',
+                         'self.register_buffer("mask", torch.ones(context_length, context_length, dtype=torch.bool).tril())'),
+                  ('scores.masked_fill(~mask, float("-inf"))', "scores.masked_fill(~mask, 0.0)")],
+                 15, [v02.MASK_FILL_NOT_NEGATIVE, "causal_mask also fails its own tests"], id="own mask, filled with 0"),
+    # A correct CausalSelfAttention over a triu causal_mask: causal_mask is the cause.
+    pytest.param([TRIU], 14, ["fix causal_mask first (it fails its own tests)", v02.CAUSAL_TRIU], id="causal_mask the cause"),
+])
+def test_02_names_causal_mask_as_the_cause_only_where_it_is(grade_source, edits, csa_score, csa_hints):
+    report = grade_source(edited("02", *edits), assignment=ROOT / "assignments" / "02")
+    assert part(report, "causal_mask").score == 6  # triu: the rubric's 3 of 9
+    csa = part(report, "CausalSelfAttention")
+    assert (csa.score, csa.max_score, csa.hints) == (csa_score, 17, csa_hints)
+
+
+# ---- 06: end_to_end trains with the student's train_step
+
+def test_06_end_to_end_names_train_step_when_the_stock_train_step_trains(grade_source):
+    report = grade_source(edited("06", ("    optimizer.step()\n", "")), assignment=ROOT / "assignments" / "06")
+    end_to_end = part(report, "end_to_end")
+    assert (end_to_end.score, end_to_end.max_score) == (0, 3)
+    assert end_to_end.hint == "fix train_step first (it fails its own tests)"
+    assert all(test.passes_with_stock for test in end_to_end.tests)
+
+
+# ---- 07: part isolation, MultiHead graded over its own heads
+
+PROJECTED_TWICE = ("return self.dropout(self.proj(out))", "return self.dropout(self.proj(self.proj(out)))")
+
+
+def test_07_a_multihead_that_projects_twice_leads_with_its_own_mistake_over_a_wrong_head(grade_source):
+    # Its test with stock heads fails too: its heads are not its cause. Before: "fix first: your Head".
+    report = grade_source(edited("07", PROJECTED_TWICE, (" * k.size(-1) ** -0.5", "")),
+                          assignment=ROOT / "assignments" / "07")
+    assert (part(report, "Head").score, part(report, "Head").hint) == (7, v07.NO_SCALE)
+    multihead = part(report, "MultiHead")
+    assert (multihead.score, multihead.max_score) == (4, 10)
+    assert multihead.hints == [OWN_WIRING + "; " + PIECES_DIFFER.format(
+        pieces=describe_piece("Head", ["heads[0]", "heads[1]"], "the Head part"))]
