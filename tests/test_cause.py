@@ -106,20 +106,20 @@ MHA_INLINE_SQRT_D_MODEL = mutant(MHA, '''        q = split_heads(self.W_q(query)
                  [hints.RETURNS_SEVERAL, "split_heads also fails its own tests"], id="tuple returned"),
     # split_heads squeezes a batch of 1 away (3 of 7); the mask is inverted. The device test, with
     # a batch of 1, fails because of split_heads; the mask tests fail whatever split_heads does.
-    pytest.param(SPLIT_SQUEEZED + COMBINE + MHA_MASK_INVERTED, "split_heads", 4, 10,
+    pytest.param(SPLIT_SQUEEZED + COMBINE + MHA_MASK_INVERTED, "split_heads", 4, 12,
                  [v03.MASK_INVERTED, "split_heads also fails its own tests"], id="mask inverted"),
     # Its own heads, never split_heads: the scale is its own mistake (the rubric's 3 points).
-    pytest.param(SPLIT_WITH_ASSERT + COMBINE + MHA_INLINE_SQRT_D_MODEL, "split_heads", 6, 11,
+    pytest.param(SPLIT_WITH_ASSERT + COMBINE + MHA_INLINE_SQRT_D_MODEL, "split_heads", 6, 13,
                  [v03.SCALE_D_MODEL, "split_heads also fails its own tests"], id="split inline, sqrt(d_model)"),
     # A correct MultiHeadAttention over a split_heads without the transpose: split_heads is the cause.
-    pytest.param(SPLIT_WITHOUT_TRANSPOSE + COMBINE + MHA, "split_heads", 4, 11,
+    pytest.param(SPLIT_WITHOUT_TRANSPOSE + COMBINE + MHA, "split_heads", 4, 13,
                  ["fix split_heads first (it fails its own tests)", v03.NO_TRANSPOSE_SPLIT], id="split_heads the cause"),
 ])
 def test_03_names_split_heads_as_the_cause_only_where_it_is(grade_source, source, used, used_score, score, hints_shown):
     report = grade_source(source)
     assert part(report, used).score == used_score
     mha = part(report, "MultiHeadAttention")
-    assert (mha.score, mha.max_score) == (score, 14)
+    assert (mha.score, mha.max_score) == (score, 16)
     assert mha.hints == hints_shown
 
 
@@ -164,15 +164,15 @@ TRIU = ("torch.ones(T, T, dtype=torch.bool, device=device).tril()", "torch.ones(
     pytest.param([TRIU, ('self.register_buffer("mask", causal_mask(context_length))',
                          'self.register_buffer("mask", torch.ones(context_length, context_length, dtype=torch.bool).tril())'),
                   ('scores.masked_fill(~mask, float("-inf"))', "scores.masked_fill(~mask, 0.0)")],
-                 15, [v02.MASK_FILL_NOT_NEGATIVE, "causal_mask also fails its own tests"], id="own mask, filled with 0"),
+                 16, [v02.MASK_FILL_NOT_NEGATIVE, "causal_mask also fails its own tests"], id="own mask, filled with 0"),
     # A correct CausalSelfAttention over a triu causal_mask: causal_mask is the cause.
-    pytest.param([TRIU], 14, ["fix causal_mask first (it fails its own tests)", v02.CAUSAL_TRIU], id="causal_mask the cause"),
+    pytest.param([TRIU], 15, ["fix causal_mask first (it fails its own tests)", v02.CAUSAL_TRIU], id="causal_mask the cause"),
 ])
 def test_02_names_causal_mask_as_the_cause_only_where_it_is(grade_source, edits, csa_score, csa_hints):
     report = grade_source(edited("02", *edits), assignment=ROOT / "assignments" / "02")
     assert part(report, "causal_mask").score == 6  # triu: the rubric's 3 of 9
     csa = part(report, "CausalSelfAttention")
-    assert (csa.score, csa.max_score, csa.hints) == (csa_score, 17, csa_hints)
+    assert (csa.score, csa.max_score, csa.hints) == (csa_score, 18, csa_hints)
 
 
 # ---- 06: end_to_end trains with the student's train_step
@@ -194,8 +194,8 @@ def test_07_a_multihead_that_projects_twice_leads_with_its_own_mistake_over_a_wr
     # Its test with stock heads fails too: its heads are not its cause. Before: "fix first: your Head".
     report = grade_source(edited("07", PROJECTED_TWICE, (" * k.size(-1) ** -0.5", "")),
                           assignment=ROOT / "assignments" / "07")
-    assert (part(report, "Head").score, part(report, "Head").hint) == (7, v07.NO_SCALE)
+    assert (part(report, "Head").score, part(report, "Head").hint) == (8, v07.NO_SCALE)
     multihead = part(report, "MultiHead")
-    assert (multihead.score, multihead.max_score) == (4, 10)
+    assert (multihead.score, multihead.max_score) == (5, 11)
     assert multihead.hints == [OWN_WIRING + "; " + PIECES_DIFFER.format(
         pieces=describe_piece("Head", ["heads[0]", "heads[1]"], "the Head part"))]

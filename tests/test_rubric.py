@@ -38,7 +38,7 @@ def test_a_priced_mistake_costs_the_part_where_it_is_made_exactly_its_deduction(
     (old, new), expected = mutants.MUTANTS[mutants.CONTRACT_MISTAKES[mistake]]
     report = grade_source(mutant(as_submission(module_for(assignment.id)), old, new), assignment=assignment.directory)
     # Where the mistake is made: the parts whose expected hint names it (not "fix X first").
-    made_in = [part_id for part_id, hint in expected.items() if contract_mistake(hint) == mistake]
+    made_in = [part_id for part_id, (_, hint) in expected.items() if contract_mistake(hint) == mistake]
     assert made_in, mistake
     for part_id in made_in:
         result = part(report, part_id)
@@ -49,15 +49,15 @@ def test_a_priced_mistake_costs_the_part_where_it_is_made_exactly_its_deduction(
             assert all(test.mistake == mistake for test in result.tests if test.outcome != "passed")
 
 def test_each_part_the_rubric_scores_says_so_with_its_evidence(grade_source):
-    # 03: scores scaled by sqrt(d_model) costs MultiHeadAttention 11 of 14 points by its tests,
+    # 03: scores scaled by sqrt(d_model) costs MultiHeadAttention 11 of 16 points by its tests,
     # each failing check's value being that mistake's: the rubric's 3 instead.
     report = grade_source(mutant(as_submission(module_for("03")), "d_k = q.size(-1)\n",
                                  "d_k = q.size(-1) * q.size(1)\n"))
     mha = part(report, "MultiHeadAttention")
     words = "scores scaled by `sqrt(d_model)` instead of the head dimension"
-    assert (mha.score, mha.max_score) == (11.0, 14.0)
+    assert (mha.score, mha.max_score) == (13.0, 16.0)
     assert (mha.scored_by.rule, mha.scored_by.mistake, mha.scored_by.deduction, mha.scored_by.tests_score) == (
-        Rule.RUBRIC, words, 3.0, 3.0)
+        Rule.RUBRIC, words, 3.0, 5.0)
     assert report.score == report.max_score - 3
 
 
@@ -70,4 +70,4 @@ def test_a_course_that_turns_the_rubric_off_is_scored_by_its_tests(grade_source,
     report = grade_source(mutant(as_submission(module_for("03")), "d_k = q.size(-1)\n",
                                  "d_k = q.size(-1) * q.size(1)\n"), assignment=course / "03")
     mha = part(report, "MultiHeadAttention")
-    assert (mha.score, mha.scored_by.rule) == (3.0, Rule.TESTS)
+    assert (mha.score, mha.scored_by.rule) == (5.0, Rule.TESTS)
