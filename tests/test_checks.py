@@ -330,6 +330,15 @@ def test_a_submodule_whose_parameters_change_nothing_is_named_alone():
     assert failure.value.hint == hints.UNUSED_PARAMETERS.format(module="W_q")
 
 
+def test_an_unused_submodule_that_is_a_named_mistake_says_so_with_its_evidence():
+    # No output projection: the value tests name the mistake, and so does this check.
+    module, x = Attention(queries_from="W_v"), torch.randn(2, 3, 4)
+    named = hints.Mistake("queries from the value projection", "a projection used twice")
+    with pytest.raises(CheckFailed) as failure:
+        expect_computes_with("A(x)", LocalRemote(module), Attention(), lambda: module(x), unused={"W_q": named})
+    assert (failure.value.hint, failure.value.mistake) == (named, "a projection used twice")
+
+
 def test_a_key_bias_that_a_softmax_undoes_is_no_unused_submodule():
     # Alone, W_k's bias shifts every score of a row alike: with its weight, W_k changes the output.
     module, x = Attention(), torch.randn(2, 3, 4)

@@ -334,15 +334,17 @@ def _bounded(items: Sequence[str], most: int, separator: str = ", ") -> str:
 
 
 def expect_computes_with(what: str, module: Any, reference: torch.nn.Module, forward: Callable[[], Any], *,
-                         pieces: Collection[str] = ()) -> None:
+                         pieces: Collection[str] = (), unused: Mapping[str, str] | None = None) -> None:
     """The student's module computes with the parameters it reports (names check, above):
     holding the reference's parameters by those names, then others, ``forward()`` changes;
     and so it does when only the parameters of one of its own submodules change (a ``W_q``
     the code never calls, its queries computed with ``W_v``), for each submodule not under
     ``pieces`` (paths of sub-parts graded as parts of their own, ``"heads"``, ``"blocks"``:
-    they are checked there). Whether the output is right is the value tests' to grade: a
-    wrong forward costs points there, once. A forward that raises or returns no tensor is
-    graded there too, and this check then rests on the names alone."""
+    they are checked there). ``unused``: what a submodule that changes nothing means, by its
+    path, when it is a mistake the value tests name (``{"ln_f": NO_FINAL_NORM}``): then this
+    check names it too, with its evidence. Whether the output is right is the value tests' to
+    grade: a wrong forward costs points there, once. A forward that raises or returns no tensor
+    is graded there too, and this check then rests on the names alone."""
     parameters = {name: p.detach() for name, p in reference.named_parameters()}
     generator = torch.Generator().manual_seed(0)
     others = {name: p + torch.randn(p.shape, generator=generator, dtype=p.dtype).to(p.device)
@@ -376,8 +378,10 @@ def expect_computes_with(what: str, module: Any, reference: torch.nn.Module, for
         if isinstance(changed, torch.Tensor) and changed.shape == before.shape \
                 and torch.equal(before.detach().cpu(), changed.detach().cpu()):
             shown = path or ", ".join(names)
+            named = (unused or {}).get(path)
             raise CheckFailed(f"{what}: the output stays the same when only {shown}'s parameters change",
-                              hints.UNUSED_PARAMETERS.format(module=shown))
+                              named or hints.UNUSED_PARAMETERS.format(module=shown),
+                              mistake=hints.contract_mistake(named))
 
 
 def expect_derivative(
