@@ -32,8 +32,8 @@ MUTANTS: dict[str, tuple[tuple[str, str], dict[str, tuple[float, str | None]]]] 
         # scaled_dot_product_attention scales again, and SelfAttention calls it: each says
         # which part it uses to fix first (the contract's uses).
         {"attention_scores": (5, variants.SCORES_SCALED),
-         "scaled_dot_product_attention": (10, "fix attention_scores first"),
-         "SelfAttention": (6, "fix scaled_dot_product_attention first")}),
+         "scaled_dot_product_attention": (3, "fix attention_scores first"),
+         "SelfAttention": (3, "fix scaled_dot_product_attention first")}),
     "scores transposed": (
         ("return query @ keys.transpose(-2, -1)", "return keys @ query.transpose(-2, -1)"),
         {"attention_scores": (7, variants.SCORES_TRANSPOSED),
@@ -42,23 +42,23 @@ MUTANTS: dict[str, tuple[tuple[str, str], dict[str, tuple[float, str | None]]]] 
     "not scaled": (
         ("/ math.sqrt(d_k)", "/ 1.0"),
         # SelfAttention calls the student's own scaled_dot_product_attention, so it breaks too.
-        {"scaled_dot_product_attention": (10, variants.NO_SCALE),
-         "SelfAttention": (6, "fix scaled_dot_product_attention first")}),
+        {"scaled_dot_product_attention": (3, variants.NO_SCALE),
+         "SelfAttention": (3, "fix scaled_dot_product_attention first")}),
     "scaled by d_k": (
         ("/ math.sqrt(d_k)", "/ d_k"),
-        {"scaled_dot_product_attention": (10, variants.SCALE_D_K),
-         "SelfAttention": (6, "fix scaled_dot_product_attention first")}),
+        {"scaled_dot_product_attention": (3, variants.SCALE_D_K),
+         "SelfAttention": (3, "fix scaled_dot_product_attention first")}),
     "scaled by sqrt(T)": (
         ("d_k = q.size(-1)", "d_k = q.size(-2)"),
-        {"scaled_dot_product_attention": (10, variants.SCALE_BY_LENGTH),
-         "SelfAttention": (6, "fix scaled_dot_product_attention first")}),
+        {"scaled_dot_product_attention": (3, variants.SCALE_BY_LENGTH),
+         "SelfAttention": (3, "fix scaled_dot_product_attention first")}),
     "attention softmax over the wrong dimension": (
         ("weights = softmax(scores, dim=-1)", "weights = softmax(scores, dim=-2)"),
-        {"scaled_dot_product_attention": (10, variants.SOFTMAX_DIM),
-         "SelfAttention": (6, "fix scaled_dot_product_attention first")}),
+        {"scaled_dot_product_attention": (3, variants.SOFTMAX_DIM),
+         "SelfAttention": (3, "fix scaled_dot_product_attention first")}),
     "mask inverted": (
         ("scores.masked_fill(~mask,", "scores.masked_fill(mask,"),
-        {"scaled_dot_product_attention": (4, variants.MASK_INVERTED)}),
+        {"scaled_dot_product_attention": (3, variants.MASK_INVERTED)}),
     "mask inverted, filled with -1e9": (
         ('scores.masked_fill(~mask, float("-inf"))', "scores.masked_fill(mask, -1e9)"),
         {"scaled_dot_product_attention": (4, variants.MASK_INVERTED)}),
@@ -66,10 +66,10 @@ MUTANTS: dict[str, tuple[tuple[str, str], dict[str, tuple[float, str | None]]]] 
         ('        scores = scores.masked_fill(~mask, float("-inf"))\n    weights = softmax(scores, dim=-1)',
          "        pass\n    weights = softmax(scores, dim=-1)\n"
          "    if mask is not None:\n        weights = weights.masked_fill(~mask, 0.0)"),
-        {"scaled_dot_product_attention": (4, variants.MASK_AFTER_SOFTMAX)}),
+        {"scaled_dot_product_attention": (2, variants.MASK_AFTER_SOFTMAX)}),
     "mask filled with 1e-15": (
         ('scores.masked_fill(~mask, float("-inf"))', 'scores.masked_fill(~mask, 1e-15)'),
-        {"scaled_dot_product_attention": (4, variants.MASK_FILL_NOT_NEGATIVE)}),
+        {"scaled_dot_product_attention": (2, variants.MASK_FILL_NOT_NEGATIVE)}),
     "mask ignored": (
         ('scores = scores.masked_fill(~mask, float("-inf"))', "pass"),
         {"scaled_dot_product_attention": (4, variants.MASK_IGNORED)}),

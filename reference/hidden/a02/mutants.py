@@ -21,10 +21,10 @@ MUTANTS: dict[str, tuple[tuple[str, str], dict[str, tuple[float, str | None]]]] 
     # and says to fix causal_mask first (the contract's uses).
     "causal mask with triu": (
         (CAUSAL, CAUSAL.replace(".tril()", ".triu()")),
-        {"causal_mask": (5, variants.CAUSAL_TRIU), "CausalSelfAttention": (11, "fix causal_mask first")}),
+        {"causal_mask": (3, variants.CAUSAL_TRIU), "CausalSelfAttention": (3, "fix causal_mask first")}),
     "causal mask marks the blocked positions": (
         (CAUSAL, CAUSAL.replace(".tril()", ".triu(1)")),
-        {"causal_mask": (6, variants.CAUSAL_BLOCKED), "CausalSelfAttention": (12, "fix causal_mask first")}),
+        {"causal_mask": (3, variants.CAUSAL_BLOCKED), "CausalSelfAttention": (12, "fix causal_mask first")}),
     "causal mask without the diagonal": (
         (CAUSAL, CAUSAL.replace(".tril()", ".tril(-1)")),
         {"causal_mask": (6, variants.CAUSAL_NO_DIAGONAL), "CausalSelfAttention": (10, "fix causal_mask first")}),
@@ -85,7 +85,7 @@ MUTANTS: dict[str, tuple[tuple[str, str], dict[str, tuple[float, str | None]]]] 
         {"CausalSelfAttention": (9, variants.SCALE_BY_INPUT_WIDTH)}),
     "causal self-attention mask filled with 0": (
         ('scores.masked_fill(~mask, float("-inf"))', "scores.masked_fill(~mask, 0.0)"),
-        {"CausalSelfAttention": (11, variants.MASK_FILL_NOT_NEGATIVE)}),
+        {"CausalSelfAttention": (2, variants.MASK_FILL_NOT_NEGATIVE)}),
     "causal self-attention not scaled": (
         ("/ math.sqrt(d_k)", "/ 1.0"),
         {"CausalSelfAttention": (9, variants.NO_SCALE)}),

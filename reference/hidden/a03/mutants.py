@@ -15,29 +15,29 @@ MUTANTS: dict[str, tuple[tuple[str, str], dict[str, tuple[float, str | None]]]] 
     "split with view, no transpose": (
         ("x.view(batch, length, num_heads, d_k).transpose(1, 2)", "x.reshape(batch, num_heads, length, d_k)"),
         # MultiHeadAttention calls the student's own split_heads: fix that first (the contract's uses).
-        {"split_heads": (3, variants.NO_TRANSPOSE_SPLIT), "MultiHeadAttention": (11, "fix split_heads first")}),
+        {"split_heads": (3, variants.NO_TRANSPOSE_SPLIT), "MultiHeadAttention": (3, "fix split_heads first")}),
     "missing contiguous": (
         ("x.transpose(1, 2).contiguous().view(", "x.transpose(1, 2).view("),
         # MultiHeadAttention calls the student's own combine_heads, so it breaks too: fix that first.
         {"combine_heads": (4, ".contiguous()"), "MultiHeadAttention": (14, "fix combine_heads first")}),
     "scaled by sqrt(d_model)": (
         ("d_k = q.size(-1)\n", "d_k = q.size(-1) * q.size(1)\n"),
-        {"MultiHeadAttention": (11, variants.SCALE_D_MODEL)}),
+        {"MultiHeadAttention": (3, variants.SCALE_D_MODEL)}),
     "not scaled": (
         ("/ math.sqrt(d_k)", "/ 1.0"),
-        {"MultiHeadAttention": (11, variants.NO_SCALE)}),
+        {"MultiHeadAttention": (3, variants.NO_SCALE)}),
     "scaled by d_k": (
         ("/ math.sqrt(d_k)", "/ d_k"),
-        {"MultiHeadAttention": (11, variants.SCALE_D_K)}),
+        {"MultiHeadAttention": (3, variants.SCALE_D_K)}),
     "softmax over the wrong dimension": (
         ("weights = softmax(scores, dim=-1)", "weights = softmax(scores, dim=-2)"),
-        {"MultiHeadAttention": (11, variants.SOFTMAX_DIM)}),
+        {"MultiHeadAttention": (4, variants.SOFTMAX_DIM)}),
     "mask inverted": (
         ("scores.masked_fill(~mask,", "scores.masked_fill(mask,"),
         {"MultiHeadAttention": (3, variants.MASK_INVERTED)}),
     "mask filled with 0": (
         ('scores.masked_fill(~mask, float("-inf"))', "scores.masked_fill(~mask, 0.0)"),
-        {"MultiHeadAttention": (3, variants.MASK_FILL_NOT_NEGATIVE)}),
+        {"MultiHeadAttention": (2, variants.MASK_FILL_NOT_NEGATIVE)}),
     # Issue 27: what used to pass unchecked.
     "no dropout": (
         ("heads = self.dropout(weights) @ v", "heads = weights @ v"),

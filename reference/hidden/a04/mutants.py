@@ -18,13 +18,13 @@ MUTANTS: dict[str, tuple[tuple[str, str], dict[str, tuple[float, str | None]]]] 
     # against the table it holds (part isolation).
     "sin and cos concatenated": (
         (ENCODING, "    pe[:, : d_model // 2] = torch.sin(angle)\n    pe[:, d_model // 2 :] = torch.cos(angle)\n"),
-        {"sinusoidal_encoding": (6, variants.CONCATENATED)}),
+        {"sinusoidal_encoding": (2, variants.CONCATENATED)}),
     "sin and cos swapped": (
         (ENCODING, "    pe[:, 0::2] = torch.cos(angle)\n    pe[:, 1::2] = torch.sin(angle)\n"),
-        {"sinusoidal_encoding": (7, variants.SWAPPED)}),
+        {"sinusoidal_encoding": (2, variants.SWAPPED)}),
     "exponent i/d_model": (
         ("10000.0 ** (two_i / d_model)", "10000.0 ** (two_i / 2 / d_model)"),
-        {"sinusoidal_encoding": (6, variants.EXPONENT_I)}),
+        {"sinusoidal_encoding": (3, variants.EXPONENT_I)}),
     "table returned in float64": (
         ("    return pe.float()  # (max_len, d_model)", "    return pe  # (max_len, d_model)"),
         {"sinusoidal_encoding": (1, variants.NOT_FLOAT32)}),
@@ -72,7 +72,7 @@ MUTANTS: dict[str, tuple[tuple[str, str], dict[str, tuple[float, str | None]]]] 
         ('self.register_buffer("pe", sinusoidal_encoding(max_len, d_model))',
          "pe = sinusoidal_encoding(max_len, d_model)\n"
          "        self.register_buffer(\"pe\", torch.stack([pe[:, 1::2], pe[:, 0::2]], dim=-1).flatten(1))"),
-        {"PositionalEncoding": (6, variants.SWAPPED)}),
+        {"PositionalEncoding": (2, variants.SWAPPED)}),
     "padding_idx dropped": (
         ("nn.Embedding(vocab_size, d_model, padding_idx=padding_idx)", "nn.Embedding(vocab_size, d_model)"),
         {"TokenEmbedding": (2, variants.NO_PADDING_IDX)}),

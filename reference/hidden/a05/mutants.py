@@ -33,7 +33,7 @@ MUTANTS: dict[str, tuple[tuple[str, str], dict[str, tuple[float, str | None]]]] 
     # with its own layers as black boxes.
     "encoder pre-norm": (
         (ENCODER_FORWARD, ENCODER_PRE_NORM),
-        {"EncoderLayer": (7, variants.PRE_NORM)}),
+        {"EncoderLayer": (3, variants.PRE_NORM)}),
     "encoder residual missing around the feed-forward network": (
         ("return self.norm2(x + self.dropout(self.ffn(x)))", "return self.norm2(self.dropout(self.ffn(x)))"),
         {"EncoderLayer": (7, variants.MISSING_RESIDUAL)}),
@@ -43,7 +43,7 @@ MUTANTS: dict[str, tuple[tuple[str, str], dict[str, tuple[float, str | None]]]] 
          "        x = x + self.dropout(self.self_attn(h, h, h, tgt_mask))\n"
          "        x = x + self.dropout(self.cross_attn(self.norm2(x), memory, memory, memory_mask))\n"
          "        return x + self.dropout(self.ffn(self.norm3(x)))\n"),
-        {"DecoderLayer": (7, variants.PRE_NORM)}),
+        {"DecoderLayer": (3, variants.PRE_NORM)}),
     "decoder residual missing around the cross-attention": (
         ("self.norm2(x + self.dropout(self.cross_attn(", "self.norm2(0 + self.dropout(self.cross_attn("),
         {"DecoderLayer": (7, variants.MISSING_RESIDUAL)}),

@@ -48,7 +48,7 @@ MUTANTS: dict[str, tuple[tuple[str, str], dict[str, tuple[float, str | None]]]] 
     # the loss
     "padding not ignored, in translation_loss": (
         ("        ignore_index=pad_idx,\n", ""),
-        {"translation_loss": (7, variants.PAD_NOT_IGNORED)}),
+        {"translation_loss": (3, variants.PAD_NOT_IGNORED)}),
     "padding not ignored, in train_step": (
         ("loss = translation_loss(logits, labels, pad_idx)",
          "loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten())"),
@@ -62,7 +62,7 @@ MUTANTS: dict[str, tuple[tuple[str, str], dict[str, tuple[float, str | None]]]] 
     "label smoothing hard-coded": (
         ("label_smoothing=label_smoothing,", "label_smoothing=0.1,"),
         # train_step is graded on top of the student's own loss: it keeps its points.
-        {"translation_loss": (6, variants.SMOOTHING_HARDCODED)}),
+        {"translation_loss": (2, variants.SMOOTHING_HARDCODED)}),
     "label smoothing the annotated-transformer way": (
         (CROSS_ENTROPY, ANNOTATED_SMOOTHING),
         {"translation_loss": (2, variants.SMOOTHING_ANNOTATED)}),

@@ -19,14 +19,14 @@ MODULE_MUTANTS: Mutants = {
     "no causal mask": (
         ("        scores = scores.masked_fill(~self.tril[:length, :length], float(\"-inf\"))\n", ""),
         # The whole model then reads the next token: it cannot continue the corpus by itself.
-        {"Head": (9, variants.FUTURE_VISIBLE), "end_to_end": (2, variants.DOES_NOT_CONTINUE)}),
+        {"Head": (5, variants.FUTURE_VISIBLE), "end_to_end": (2, variants.DOES_NOT_CONTINUE)}),
     "mask not cropped": (
         ("~self.tril[:length, :length]", "~self.tril"),
         # end_to_end decodes from a one-character prompt itself, with the trained parameters.
         {"Head": (9, variants.MASK_NOT_CROPPED)}),
     "scaled by d_model": (
         ("k.size(-1) ** -0.5", "x.size(-1) ** -0.5"),
-        {"Head": (7, variants.SCALE_BY_INPUT_WIDTH)}),
+        {"Head": (2, variants.SCALE_BY_INPUT_WIDTH)}),
     "not scaled": (
         (" * k.size(-1) ** -0.5", ""),
         {"Head": (7, variants.NO_SCALE)}),
@@ -38,14 +38,14 @@ MODULE_MUTANTS: Mutants = {
         {"MultiHead": (7, variants.NO_PROJECTION)}),
     "ReLU": (
         ("self.proj(F.gelu(self.fc(x)))", "self.proj(F.relu(self.fc(x)))"),
-        {"MLP": (5, variants.RELU)}),
+        {"MLP": (2, variants.RELU)}),
     "tanh GELU": (
         ("self.proj(F.gelu(self.fc(x)))", "self.proj(F.gelu(self.fc(x), approximate=\"tanh\"))"),
-        {"MLP": (5, variants.TANH_GELU)}),
+        {"MLP": (2, variants.TANH_GELU)}),
     "post-norm": (
         ("        x = x + self.attn(self.ln1(x))  # (B, T, d_model)\n        return x + self.mlp(self.ln2(x))\n",
          "        x = self.ln1(x + self.attn(x))\n        return self.ln2(x + self.mlp(x))\n"),
-        {"Block": (6, variants.POST_NORM)}),
+        {"Block": (3, variants.POST_NORM)}),
     "no residual around the attention": (
         ("x = x + self.attn(self.ln1(x))", "x = self.attn(self.ln1(x))"),
         {"Block": (6, variants.MISSING_RESIDUAL)}),
