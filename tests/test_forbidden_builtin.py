@@ -89,10 +89,12 @@ HONEST = {
         "    if key not in _ZEROS:\n        _ZEROS[key] = torch.zeros_like(m)\n"
         "    e = torch.exp(x - torch.where(torch.isfinite(m), m, _ZEROS[key]))\n"
         "    return e / e.sum(dim=dim, keepdim=True)\n", after="\n\n_ZEROS = {}\n"),
+    # Moved to the input's device where it is used: on a GPU a CPU constant would fail (the device
+    # test sees that on the meta device too).
     "a module-level constant tensor": with_softmax(
         "    z = x.movedim(dim, -1)\n"
         "    e = torch.exp(z - torch.nan_to_num(z.amax(-1, keepdim=True), neginf=0.0))\n"
-        "    return (e / (e @ _ONES[: z.shape[-1]].to(e.dtype)).unsqueeze(-1)).movedim(-1, dim)\n",
+        "    return (e / (e @ _ONES[: z.shape[-1]].to(e)).unsqueeze(-1)).movedim(-1, dim)\n",
         after="\n\n_ONES = torch.ones(4096)\n"),
     "check() through the package in a notebook": (notebook_text(
         REFERENCE, "import grader\ngrader.check('softmax')", "import grader as g\ng.check(part='softmax')",

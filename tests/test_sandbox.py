@@ -521,9 +521,9 @@ def test_after_a_timeout_the_session_gives_calls_that_may_run_the_hung_code_the_
     given: list[tuple[str, float]] = []
     exchange = session._process.exchange
 
-    def spy(header, tensors, label, timeout_s=None):
+    def spy(header, tensors, label, timeout_s=None, **options):
         given.append((label, timeout_s))
-        return exchange(header, tensors, label, timeout_s)
+        return exchange(header, tensors, label, timeout_s, **options)
 
     session._process.exchange = spy
     with pytest.raises(StudentTimeout, match="time limit of 2 s exceeded"):

@@ -12,6 +12,7 @@ give the student clear messages, not to protect the grader.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import fcntl
 import gc
@@ -272,11 +273,13 @@ class _Server:
             if op is None:
                 return {"status": Status.BAD_REQUEST, "message": f"unknown op {header.get('op')!r}"}, {}
             encoder = protocol.Encoder(to_handle=self._handle_for)
-            if header.get("record") is not True:
-                return {"status": Status.OK, "value": encoder.encode(op(header, tensors))}, encoder.tensors
-            with _recorder_class()(self._sock, self._known_tensors(tensors)) as recorder:
-                value = op(header, tensors)
-                unrecorded = recorder.unrecorded(value["output"] if header.get("op") == "backward" else value)
+            # Below the recording, as every call's recording is the mode on top.
+            with _on_the_inputs_device() if _sends_meta(header) else contextlib.nullcontext():
+                if header.get("record") is not True:
+                    return {"status": Status.OK, "value": encoder.encode(op(header, tensors))}, encoder.tensors
+                with _recorder_class()(self._sock, self._known_tensors(tensors)) as recorder:
+                    value = op(header, tensors)
+                    unrecorded = recorder.unrecorded(value["output"] if header.get("op") == "backward" else value)
             return {"status": Status.OK, "value": encoder.encode(value), "unrecorded": unrecorded}, encoder.tensors
         except _NotFound as exc:
             return {"status": Status.NOT_FOUND, "name": str(exc)}, {}
@@ -314,10 +317,7 @@ class _Server:
 
     def _op_call(self, header: dict, tensors: dict):
         function, args, kwargs = self._resolve(header, tensors)
-        if not any(tensor.is_meta for tensor in _tensors((args, kwargs))):
-            return function(*args, **kwargs)
-        with (_CompiledCodeOnTheInputsDevice if "torch._dynamo" in sys.modules else _OnTheInputsDevice)():
-            return function(*args, **kwargs)
+        return function(*args, **kwargs)
 
     def _op_backward(self, header: dict, tensors: dict):
         """Call, then backpropagate ``grad_output``; return output, input and parameter grads."""
@@ -489,6 +489,24 @@ class _CompiledCodeOnTheInputsDevice(_OnTheInputsDevice):
         return True
 
     __torch_dispatch__ = _OnTheInputsDevice.__torch_dispatch__
+
+
+def _on_the_inputs_device() -> _OnTheInputsDevice:
+    return (_CompiledCodeOnTheInputsDevice if "torch._dynamo" in sys.modules else _OnTheInputsDevice)()
+
+
+def _sends_meta(value, depth: int = 0) -> bool:
+    """Whether a request's arguments hold a meta tensor or the meta device (the grader's stand-in
+    for a GPU): then its call runs under :class:`_OnTheInputsDevice`."""
+    if depth > 64:
+        return False
+    if isinstance(value, dict):
+        if "$meta" in value or value.get("$device") == "meta":
+            return True
+        return any(_sends_meta(item, depth + 1) for item in value.values())
+    if isinstance(value, list):
+        return any(_sends_meta(item, depth + 1) for item in value)
+    return False
 
 
 class _CompiledCodeRecorder(_OpRecorder):
