@@ -49,7 +49,8 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """``-n auto`` (pyproject's addopts): one worker per CPU this process may run on. xdist's own
     count is the machine's physical cores where psutil is installed (Ray brings it), which in a
     container can be many more than it is given."""
-    return len(os.sched_getaffinity(0))
+    affinity = getattr(os, "sched_getaffinity", None)  # Linux; elsewhere, every CPU
+    return len(affinity(0)) if affinity else os.cpu_count() or 1
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

@@ -31,8 +31,10 @@ import pytest
 import torch
 
 from grader.core.assignment import Assignment
+from grader.core.fingerprint import Fingerprint
 from grader.core.outcome import SuiteResult
 from grader.core.report import GradeReport, Status
+from grader.engine.options import GradeOptions
 from grader.engine.runner import SuiteBoundExceeded
 from grader.sandbox.cgroups import SubmissionCgroup
 from grader.sandbox.limits import Limits
@@ -310,7 +312,8 @@ def test_a_submission_stopped_at_the_suites_cpu_bound_is_reported_ungradable_not
         def result(self):
             raise SuiteBoundExceeded("grading stopped: ... CPU-time bound of 120 s in all ...")
 
-    pending = api.PendingGrade(Assignment.load(ASSIGNMENT_03), "mha.py", "", Status.GRADED, None, "cpu", [], 0.0,
-                               Stopped())
+    assignment = Assignment.load(ASSIGNMENT_03)
+    pending = api.PendingGrade(assignment, "mha.py", "", Status.GRADED, None, "cpu", [], 0.0, Stopped(),
+                               Fingerprint.of(assignment, GradeOptions(device="cpu")))
     report = pending.finish()
     assert report.status == Status.UNGRADABLE and "CPU-time bound of 120 s" in report.error

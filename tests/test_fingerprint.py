@@ -47,3 +47,12 @@ def test_the_options_that_decide_a_grade_are_in_the_fingerprint():
     before = Fingerprint.of(assignment, GradeOptions(device="cpu")).to_dict()
     assert Fingerprint.of(assignment, GradeOptions(device="cpu")).changed(before) == []
     assert Fingerprint.of(assignment, GradeOptions(device="cpu", sandbox="off")).changed(before) == ["options changed"]
+
+
+def test_another_torch_regrades(monkeypatch):
+    assignment, options = Assignment.load(ASSIGNMENT_03), GradeOptions(device="cpu")
+    before = Fingerprint.of(assignment, options).to_dict()
+    installed = fingerprint.metadata.version
+    monkeypatch.setattr(fingerprint.metadata, "version",
+                        lambda package: "9.9.9" if package == "torch" else installed(package))
+    assert Fingerprint.of(assignment, options).changed(before) == ["grader changed"]

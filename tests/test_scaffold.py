@@ -44,7 +44,7 @@ def test_a_new_assignment_passes_the_course_wide_tests_as_it_stands(empty_course
     assert (empty_course / "reference" / "gpt.py").is_file() and (empty_course / "assignments/07/gpt.ipynb").is_file()
     # The copy's mistakes page starts as that of a course with no assignment; a new one adds nothing to it.
     assert run_in(empty_course, "-m", "reference.hidden.mistake_table").returncode == 0
-    tests = run_in(empty_course, "-m", "pytest", "-v", "-p", "no:cacheprovider", *COURSE_WIDE_TESTS)
+    tests = run_in(empty_course, "-m", "pytest", "-n", "0", "-v", "-p", "no:cacheprovider", *COURSE_WIDE_TESTS)
     assert tests.returncode == 0, tests.stdout[-3000:]
     # Graded there: its untouched stub scores 0, "not implemented"; its reference full marks.
     for test in ("test_untouched_handout_scores_zero_and_says_not_implemented[a07-module]",

@@ -9,7 +9,8 @@ while every part of it is unchanged (:func:`grader.results.folder.why_stale`):
   reused on a guess about what grading read;
 - ``contract``: the assignment's ``assignment.toml``, and the course's ``course.toml`` beside its
   folder (whose ``[rubric]`` switch decides how parts are scored);
-- ``grader``: the grader package's own source;
+- ``grader``: the grader package's own source, and the versions of what computes and runs the
+  tests with it (torch's numerics decide a close call; pytest runs the suite);
 - ``options``: the device, the sandbox, the limits and the total time, as graded.
 
 Each part is a SHA-256, of the files' names and bytes, or of the options as canonical JSON.
@@ -21,11 +22,13 @@ import hashlib
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
+from importlib import metadata
 from pathlib import Path
 
 from grader.core.assignment import Assignment, reference_dir
 
 GRADER_DIR = Path(__file__).resolve().parents[1]
+GRADING_PACKAGES = ("torch", "numpy", "pytest", "safetensors")
 # Why a report is graded again, by the part of the fingerprint that changed; in this order.
 CHANGED = {"submission": "file changed", "suite": "suite changed", "reference": "reference changed",
            "contract": "contract changed", "grader": "grader changed", "options": "options changed"}
@@ -55,6 +58,21 @@ def digest(paths: Iterable[Path], root: Path) -> str:
     return sha.hexdigest()
 
 
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _versions() -> str:
+    """The installed versions of the packages grading computes with, read without importing them."""
+    found = []
+    for package in GRADING_PACKAGES:
+        try:
+            found.append(f"{package}=={metadata.version(package)}")
+        except metadata.PackageNotFoundError:
+            found.append(f"{package} absent")
+    return ";".join(found)
+
+
 @dataclass(frozen=True)
 class Fingerprint:
     submission: str
@@ -76,8 +94,8 @@ class Fingerprint:
                    suite=digest(source_files(suite), suite),
                    reference=digest(shared, reference),
                    contract=digest(contract_files(assignment), assignment.directory.parent),
-                   grader=digest(source_files(GRADER_DIR), GRADER_DIR),
-                   options=hashlib.sha256(settings.encode()).hexdigest())
+                   grader=_sha256(digest(source_files(GRADER_DIR), GRADER_DIR) + _versions()),
+                   options=_sha256(settings))
 
     def to_dict(self) -> dict[str, str]:
         return asdict(self)

@@ -123,20 +123,26 @@ def read_results(report_path: Path, exit_code: int, log: str) -> tuple[str, str 
     return Status.GRADED, None, [test for test in report["tests"] if test["outcome"] != "skipped"]
 
 
+def own_configuration(scratch: Path) -> list[str]:
+    """pytest's options for a configuration of the run's own, written in ``scratch``: a pytest.ini
+    or pyproject.toml above the assignment (the course repository's, the student's own) must
+    not add options or plugins to the public tests."""
+    config = scratch / "pytest.ini"
+    config.write_text("[pytest]\n", encoding="utf-8")
+    return ["-c", str(config)]
+
+
 def _pytest(assignment: Assignment, module_dir: Path, report_path: Path, log_path: Path,
             timeout_s: float) -> int | None:
     """pytest's exit code on the public tests importing the module in ``module_dir``; None on timeout."""
-    # A configuration of its own: a pytest.ini or pyproject.toml above the assignment (the course
-    # repository's, the student's) must not add options or plugins to the run.
-    config = report_path.with_name("pytest.ini")
-    config.write_text("[pytest]\n", encoding="utf-8")
     command = [
         # -S as we were started: pytest and torch must come from where this grader found them.
         sys.executable, *(["-S"] if sys.flags.no_site else []),
         # -P keeps the assignment folder (the cwd) off the front of sys.path and
         # --import-mode=append puts it last: the module in module_dir is the one imported.
         "-P", "-m", "pytest", *sorted(path.name for path in assignment.directory.glob("test_*.py")),
-        "-c", str(config), "--rootdir", ".", "--import-mode=append", "-p", "no:cacheprovider", "-q",
+        *own_configuration(report_path.parent), "--rootdir", ".", "--import-mode=append", "-p", "no:cacheprovider",
+        "-q",
         "-p", "pytest_jsonreport.plugin", "--json-report", f"--json-report-file={report_path}",
     ]
     env = {**os.environ,

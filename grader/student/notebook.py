@@ -27,7 +27,7 @@ from grader.core import cells
 from grader.core.assemble import assemble_report
 from grader.core.assignment import Assignment, AssignmentError
 from grader.core.report import GradeReport
-from grader.student.grade import HIDDEN_TESTS_NOTE, part_of, read_results, suite_result
+from grader.student.grade import HIDDEN_TESTS_NOTE, own_configuration, part_of, read_results, suite_result
 
 
 def find_assignment(start: Path) -> Assignment:
@@ -99,7 +99,7 @@ def _run(assignment: Assignment, part: str | None, report_path: Path) -> tuple[s
     import pytest
 
     arguments = [*(str(path) for path in sorted(assignment.directory.glob("test_*.py"))),
-                 "--rootdir", str(assignment.directory), "--import-mode=importlib", "-p", "no:cacheprovider",
+                 *own_configuration(report_path.parent), "--rootdir", str(assignment.directory), "--import-mode=importlib", "-p", "no:cacheprovider",
                  "--capture=sys", "-q", "-p", "pytest_jsonreport.plugin", "--json-report",
                  f"--json-report-file={report_path}"]
     log = io.StringIO()
