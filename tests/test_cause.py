@@ -1,6 +1,7 @@
 """A part that uses another is told "fix X first" only where X is the cause: where its failing
-tests pass once the grader's stock X stands in for the student's. Otherwise its own mistake
-leads, and "X also fails its own tests" follows; under part isolation (05, 07) its own mistake
+tests pass once the grader's stock X stands in for the student's, and those tests cost it
+nothing (X pays for its mistake in its own tests: a mistake costs once). Otherwise its own
+mistake leads, and "X also fails its own tests" follows; under part isolation (05, 07) its own mistake
 leads and the piece wrong by itself follows. Real code shapes, per assignment with dependent
 parts, each with its exact headline and points.
 """
@@ -105,14 +106,16 @@ MHA_INLINE_SQRT_D_MODEL = mutant(MHA, '''        q = split_heads(self.W_q(query)
     pytest.param(SPLIT_WITH_ASSERT + COMBINE + MHA_RETURNING_WEIGHTS, "split_heads", 6, 2,
                  [hints.RETURNS_SEVERAL, "split_heads also fails its own tests"], id="tuple returned"),
     # split_heads squeezes a batch of 1 away (3 of 7); the mask is inverted. The device test, with
-    # a batch of 1, fails because of split_heads; the mask tests fail whatever split_heads does.
-    pytest.param(SPLIT_SQUEEZED + COMBINE + MHA_MASK_INVERTED, "split_heads", 4, 12,
+    # a batch of 1, fails because of split_heads (charged there); the mask tests fail whatever
+    # split_heads does.
+    pytest.param(SPLIT_SQUEEZED + COMBINE + MHA_MASK_INVERTED, "split_heads", 4, 13,
                  [v03.MASK_INVERTED, "split_heads also fails its own tests"], id="mask inverted"),
     # Its own heads, never split_heads: the scale is its own mistake (the rubric's 3 points).
     pytest.param(SPLIT_WITH_ASSERT + COMBINE + MHA_INLINE_SQRT_D_MODEL, "split_heads", 6, 13,
                  [v03.SCALE_D_MODEL, "split_heads also fails its own tests"], id="split inline, sqrt(d_model)"),
-    # A correct MultiHeadAttention over a split_heads without the transpose: split_heads is the cause.
-    pytest.param(SPLIT_WITHOUT_TRANSPOSE + COMBINE + MHA, "split_heads", 4, 13,
+    # A correct MultiHeadAttention over a split_heads without the transpose: split_heads is the cause,
+    # and pays for it alone.
+    pytest.param(SPLIT_WITHOUT_TRANSPOSE + COMBINE + MHA, "split_heads", 4, 16,
                  ["fix split_heads first (it fails its own tests)", v03.NO_TRANSPOSE_SPLIT], id="split_heads the cause"),
 ])
 def test_03_names_split_heads_as_the_cause_only_where_it_is(grade_source, source, used, used_score, score, hints_shown):
@@ -135,14 +138,16 @@ SCALED_SCORES = ("return query @ keys.transpose(-2, -1)", "return query @ keys.t
                   ("scores = scores.masked_fill(~mask,", "scores = scores.masked_fill(mask,")],
                  {"attention_scores": 2, "scaled_dot_product_attention": 10, "SelfAttention": 9},
                  [v01.MASK_INVERTED, "attention_scores also fails its own tests"], [], id="scores inline, mask inverted"),
-    # softmax loses 1 of 14 (float64 comes back float32); sdpa divides by d_k: its own mistake.
+    # softmax loses 1 of 14 (float64 comes back float32); sdpa divides by d_k: its own mistake,
+    # which SelfAttention shows and passes with the stock sdpa: charged in sdpa alone.
     pytest.param([("    return exp / exp.sum(dim=dim, keepdim=True)", "    return (exp / exp.sum(dim=dim, keepdim=True)).float()"),
                   ("scores = attention_scores(q, k) / math.sqrt(d_k)", "scores = attention_scores(q, k) / d_k")],
-                 {"softmax": 13, "scaled_dot_product_attention": 10, "SelfAttention": 6},
+                 {"softmax": 13, "scaled_dot_product_attention": 10, "SelfAttention": 9},
                  [v01.SCALE_D_K, "softmax also fails its own tests"],
                  ["fix scaled_dot_product_attention first (it fails its own tests)", v01.SCALE_D_K], id="softmax float32"),
-    # A correct sdpa over an attention_scores that scales: attention_scores is the cause.
-    pytest.param([SCALED_SCORES], {"attention_scores": 2, "scaled_dot_product_attention": 10, "SelfAttention": 6},
+    # A correct sdpa over an attention_scores that scales: attention_scores is the cause, and the
+    # only part that pays.
+    pytest.param([SCALED_SCORES], {"attention_scores": 2, "scaled_dot_product_attention": 13, "SelfAttention": 9},
                  ["fix attention_scores first (it fails its own tests)", v01.SCALE_D_K],
                  ["fix scaled_dot_product_attention first (it fails its own tests)", v01.SCALE_D_K],
                  id="attention_scores the cause"),
@@ -165,8 +170,8 @@ TRIU = ("torch.ones(T, T, dtype=torch.bool, device=device).tril()", "torch.ones(
                          'self.register_buffer("mask", torch.ones(context_length, context_length, dtype=torch.bool).tril())'),
                   ('scores.masked_fill(~mask, float("-inf"))', "scores.masked_fill(~mask, 0.0)")],
                  16, [v02.MASK_FILL_NOT_NEGATIVE, "causal_mask also fails its own tests"], id="own mask, filled with 0"),
-    # A correct CausalSelfAttention over a triu causal_mask: causal_mask is the cause.
-    pytest.param([TRIU], 15, ["fix causal_mask first (it fails its own tests)", v02.CAUSAL_TRIU], id="causal_mask the cause"),
+    # A correct CausalSelfAttention over a triu causal_mask: causal_mask is the cause, and pays alone.
+    pytest.param([TRIU], 18, ["fix causal_mask first (it fails its own tests)", v02.CAUSAL_TRIU], id="causal_mask the cause"),
 ])
 def test_02_names_causal_mask_as_the_cause_only_where_it_is(grade_source, edits, csa_score, csa_hints):
     report = grade_source(edited("02", *edits), assignment=ROOT / "assignments" / "02")
@@ -180,7 +185,8 @@ def test_02_names_causal_mask_as_the_cause_only_where_it_is(grade_source, edits,
 def test_06_end_to_end_names_train_step_when_the_stock_train_step_trains(grade_source):
     report = grade_source(edited("06", ("    optimizer.step()\n", "")), assignment=ROOT / "assignments" / "06")
     end_to_end = part(report, "end_to_end")
-    assert (end_to_end.score, end_to_end.max_score) == (0, 3)
+    # Nothing of its own to write: it is train_step's work in use, and its tests count.
+    assert (end_to_end.score, end_to_end.max_score, end_to_end.scored_by.charged_to) == (0, 3, [])
     assert end_to_end.hint == "fix train_step first (it fails its own tests)"
     assert all(test.passes_with_stock for test in end_to_end.tests)
 

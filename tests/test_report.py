@@ -1,7 +1,7 @@
 """The report's JSON form across schema versions: version 2 adds ``flags``, version 3 each
 part's ``hints``, version 4 ``late``, version 5 the ``fingerprint`` and each part's
 ``override``, version 6 each part's ``scored_by`` and each test's ``mistake`` and
-``passes_with_stock``; older reports still read (upgraded: no flags, the headline as the only
+``passes_with_stock``, version 7 ``scored_by.charged_to``; older reports still read (upgraded: no flags, the headline as the only
 hint, lateness not known, no fingerprint, no override, scored by the tests with no evidence
 kept), and one from a newer grader is refused."""
 
@@ -20,8 +20,8 @@ from grader.core.report import (
     SCHEMA_VERSION,
     Flag,
     GradeReport,
-    PartResult,
     Override,
+    PartResult,
     Rule,
     SchemaTooNewError,
     ScoredBy,
@@ -42,11 +42,19 @@ def report(**changes) -> GradeReport:
     return GradeReport(**{**fields, **changes})
 
 
+def version_6(data: dict) -> dict:
+    """``data`` as a version-6 grader wrote it."""
+    return {**data, "schema_version": 6, "parts": [
+        {**part, "scored_by": {key: value for key, value in part["scored_by"].items() if key != "charged_to"}}
+        for part in data["parts"]]}
+
+
 def version_5(data: dict) -> dict:
     """``data`` as a version-5 grader wrote it."""
     def test(data: dict) -> dict:
         return {key: value for key, value in data.items() if key not in ("mistake", "passes_with_stock")}
 
+    data = version_6(data)
     return {**data, "schema_version": 5, "parts": [
         {**{key: value for key, value in part.items() if key != "scored_by"}, "tests": [test(t) for t in part["tests"]]}
         for part in data["parts"]]}
@@ -86,7 +94,7 @@ def test_a_report_with_flags_round_trips_and_is_valid():
     flagged = report(flags=[Flag("torch-internals", "attention.py line 2", "torch._C.DisableTorchFunction")])
     assert_valid(flagged)
     assert GradeReport.from_dict(json.loads(json.dumps(flagged.to_dict()))) == flagged
-    assert flagged.to_dict()["schema_version"] == SCHEMA_VERSION == 6
+    assert flagged.to_dict()["schema_version"] == SCHEMA_VERSION == 7
 
 
 def test_a_version_1_report_reads_as_the_current_version_with_no_flags():
@@ -127,6 +135,23 @@ def test_a_version_5_report_reads_as_scored_by_its_tests_with_no_evidence():
     assert [(test.mistake, test.passes_with_stock) for test in upgraded.parts[0].tests] == [(None, None)]
     assert upgraded == report()
     assert_valid(upgraded)
+
+
+def test_a_version_6_report_reads_as_charging_nothing_elsewhere():
+    rubric = ScoredBy(Rule.RUBRIC, "scores not scaled", 3.0, 3.0)
+    current = report(parts=[replace(report().parts[0], scored_by=rubric)])
+    old = version_6(current.to_dict())
+    jsonschema.validate(old, schema(6))  # what a version-6 grader wrote
+    upgraded = GradeReport.from_dict(old)
+    assert upgraded.parts[0].scored_by == rubric and rubric.charged_to == []
+    assert upgraded == current
+    assert_valid(upgraded)
+
+
+def test_a_part_charged_through_a_used_part_round_trips_and_is_valid():
+    charged = report(parts=[replace(report().parts[0], scored_by=ScoredBy(tests_score=1.0, charged_to=["split_heads"]))])
+    assert_valid(charged)
+    assert GradeReport.from_dict(json.loads(json.dumps(charged.to_dict()))) == charged
 
 
 def test_a_part_scored_by_the_rubric_round_trips_with_its_evidence_and_is_valid():

@@ -135,9 +135,48 @@ def test_a_part_that_fails_with_the_stock_parts_too_leads_with_its_own_mistake(m
     assert parts[2].hints == [headline, also_fails(["split_heads"])] and parts[2].hint == headline
 
 
-def test_the_stock_evidence_changes_no_score():
-    tests = [*EDGE_CASE, ("MultiHeadAttention", result("failed", "mask inverted", 3, stock=False))]
-    assert [part.score for part in score_parts(PARTS_03, tests, MHA_USES)] == [6, 5, 0]
+def test_a_test_that_fails_only_through_a_used_part_is_charged_there_not_here():
+    # split_heads loses 1 of 7; MultiHeadAttention's 2-point test fails with it and passes with the
+    # stock split_heads; its 3-point mask test fails with the stock parts too: its own mistake.
+    tests = [*EDGE_CASE, ("MultiHeadAttention", result("failed", "mask inverted", 3, stock=False)),
+             ("MultiHeadAttention", result("failed", None, 2, stock=True)), ("MultiHeadAttention", result("passed", None, 9))]
+    parts = score_parts(PARTS_03, tests, MHA_USES)
+    assert [part.score for part in parts] == [6, 5, 11]
+    assert parts[2].scored_by == ScoredBy(Rule.TESTS, tests_score=9.0, charged_to=["split_heads"])
+    assert describe_scoring(parts[2].scored_by) == \
+        "tests that fail only through split_heads are charged there (the tests alone: 9)"
+
+
+def test_a_part_that_fails_only_through_a_used_part_keeps_every_point():
+    tests = [("split_heads", result("failed", "no transpose", 3)), ("split_heads", result("passed", None, 4)),
+             *(("MultiHeadAttention", result("failed", "no transpose", points, stock=True)) for points in (3, 2, 2)),
+             ("MultiHeadAttention", result("passed", None, 9))]
+    parts = score_parts(("split_heads", "MultiHeadAttention"), tests, {"MultiHeadAttention": ("split_heads",)})
+    assert [part.score for part in parts] == [4, 16]
+    assert parts[1].hint == fix_first(["split_heads"])  # still told where the failure comes from
+
+
+def test_a_part_with_nothing_to_write_counts_its_tests_however_its_used_part_fails():
+    # 06's end_to_end trains with the student's train_step, which never steps: it is train_step in use.
+    tests = [("train_step", result("failed", "no optimizer step", 7)),
+             ("end_to_end", result("failed", None, 3, stock=True))]
+    parts = score_parts(("train_step", "end_to_end"), tests, {"end_to_end": ("train_step",)}, None, {"end_to_end"})
+    assert [part.score for part in parts] == [0, 0]
+    assert parts[1].scored_by == ScoredBy() and parts[1].hint == fix_first(["train_step"])
+
+
+@pytest.mark.parametrize("stock", [False, None])  # failed with the stock parts too; or never tried (student's grader)
+def test_a_test_not_shown_to_fail_only_through_a_used_part_costs_here(stock):
+    tests = [*EDGE_CASE, ("MultiHeadAttention", result("failed", None, 2, stock=stock)),
+             ("MultiHeadAttention", result("passed", None, 9))]
+    mha = score_parts(PARTS_03, tests, MHA_USES)[2]
+    assert mha.score == 9 and mha.scored_by == ScoredBy(Rule.TESTS)
+
+
+def test_a_test_that_passes_with_stock_parts_is_not_credited_when_no_used_part_fails():
+    tests = [("split_heads", result("passed", None, 7)), ("MultiHeadAttention", result("failed", None, 2, stock=True)),
+             ("MultiHeadAttention", result("passed", None, 9))]
+    assert score_parts(("split_heads", "MultiHeadAttention"), tests, {"MultiHeadAttention": ("split_heads",)})[1].score == 9
 
 
 SCALE = "scores scaled by `sqrt(d_model)` instead of the head dimension"
@@ -153,8 +192,20 @@ def test_a_part_whose_every_failure_is_one_priced_mistake_loses_its_deduction():
                result("failed", "scaled by sqrt(d_model)", 6, mistake=SCALE), result("failed", None, 2, mistake=SCALE))
     assert (part.score, part.max_score) == (11.0, 14.0)
     assert part.scored_by == ScoredBy(Rule.RUBRIC, SCALE, 3.0, 3.0)
-    assert describe_scoring(part.scored_by) == f"rubric: {SCALE}, -3 (the tests alone: 3)"
+    assert describe_scoring(part.scored_by) == f"scored by the rubric: {SCALE}, -3 (the tests alone: 3)"
     assert part.hints == ["scaled by sqrt(d_model)"]  # the hints are the tests' as ever
+
+
+def test_the_rubric_prices_the_part_s_own_mistake_once_the_used_part_s_are_charged_there():
+    # The scale is its own mistake (priced 3); the 2-point test fails only through split_heads.
+    tests = [*EDGE_CASE, ("MultiHeadAttention", result("failed", "scaled", 6, mistake=SCALE, stock=False)),
+             ("MultiHeadAttention", result("failed", "no transpose", 2, mistake="heads split with view", stock=True)),
+             ("MultiHeadAttention", result("passed", None, 8))]
+    mha = score_parts(PARTS_03, tests, MHA_USES, RUBRIC)[2]
+    assert (mha.score, mha.max_score) == (13, 16)
+    assert mha.scored_by == ScoredBy(Rule.RUBRIC, SCALE, 3.0, 8.0, ["split_heads"])
+    assert describe_scoring(mha.scored_by) == (f"scored by the rubric: {SCALE}, -3; tests that fail only through "
+                                               "split_heads are charged there (the tests alone: 8)")
 
 
 @pytest.mark.parametrize("failing", [

@@ -41,7 +41,7 @@ def assemble_report(
              if test.verdict is None or test.verdict.outcome != Outcome.SKIPPED]
     part_ids = tuple(dict.fromkeys([*assignment.parts, *(part for part, _ in tests)]))
     parts = scoring.score_parts(part_ids, tests, {part.name: part.uses for part in assignment.contract},
-                                assignment.rubric)
+                                assignment.rubric, {part.name for part in assignment.contract if part.signature is None})
     internal = [test.verdict for test in result.tests if test.verdict is not None and test.verdict.internal]
     if internal and status == Status.GRADED:
         # The scores stand for the other tests, but the report must be regraded.

@@ -1,4 +1,4 @@
-"""The grade report: plain data with a versioned JSON form (``schema/report.v6.json``).
+"""The grade report: plain data with a versioned JSON form (``schema/report.v7.json``).
 
 The terminal table, CSV and exports are views of this; nothing here formats for people.
 A part's ``score`` is its final score: the autograder's, or the instructor's where an
@@ -18,7 +18,7 @@ from typing import Any
 
 from grader.core.sanitize import clean, each_string
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 
 class Status:
@@ -58,7 +58,7 @@ class TestResult:
 
 class Rule:
     """What a part's ``scored_by.rule`` says decided its score."""
-    TESTS = "tests"  # the points of the tests it passed
+    TESTS = "tests"  # the points of the tests it passed, and of those it failed only through parts it uses
     RUBRIC = "rubric"  # its points less the deduction of the one named mistake behind every failing test
 
 
@@ -71,6 +71,9 @@ class ScoredBy:
     mistake: str | None = None
     deduction: float | None = None
     tests_score: float | None = None
+    # The failing parts this part uses, where some of its failing tests passed with stock parts in
+    # their place: those tests' points are charged there, not here (tests_score: what the tests gave).
+    charged_to: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -220,6 +223,11 @@ def upgraded(data: dict) -> dict:
             {**part, "scored_by": asdict(ScoredBy()),
              "tests": [{**test, "mistake": None, "passes_with_stock": None} for test in part["tests"]]}
             for part in data["parts"]])
+    if data["schema_version"] == 6:
+        # Version 7 charges a test that failed only through a failing part this part uses to that
+        # part (scored_by.charged_to); version 6 charged it here too.
+        data.update(schema_version=7, parts=[{**part, "scored_by": {**part["scored_by"], "charged_to": []}}
+                                             for part in data["parts"]])
     return data
 
 

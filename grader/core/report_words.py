@@ -48,36 +48,46 @@ def part_feedback(report: GradeReport, part: PartResult) -> str:
     """The part's hint, then each failing check and its message; empty for a full score."""
     if not counts(report):
         return report.error or ""  # every check would only repeat it as "not run"
-    if part_passed(report, part):
+    if part_passed(report, part) and not part.scored_by.charged_to:
         return ""
     lines = [f"Probably wrong: {part.hint}"] if part.hint else []
-    lines += [f"Scored by the {rule}" for rule in [describe_scoring(part.scored_by)] if rule]
+    lines += [rule[0].upper() + rule[1:] for rule in [describe_scoring(part.scored_by)] if rule]
     lines += [f"- {test.name} ({test.outcome}, {test.score:g} / {test.max_score:g}): {test.message}"
               for test in part.tests if test.outcome != Outcome.PASSED]
     return "\n".join(lines)
 
 
 def describe_scoring(scored_by: ScoredBy) -> str | None:
-    """The rule that scored a part, where it is not its tests: "rubric: scores not scaled, -3
-    (the tests alone: 3)"."""
-    if scored_by.rule != Rule.RUBRIC:
+    """How a part was scored, where not by its tests alone: "scored by the rubric: scores not
+    scaled, -3 (the tests alone: 3)"; "tests that fail only through split_heads are charged there
+    (the tests alone: 5)"."""
+    said = []
+    if scored_by.rule == Rule.RUBRIC:
+        said.append(f"scored by the rubric: {scored_by.mistake}, -{scored_by.deduction:g}")
+    if scored_by.charged_to:
+        said.append(f"tests that fail only through {', '.join(scored_by.charged_to)} are charged there")
+    if not said:
         return None
-    return f"rubric: {scored_by.mistake}, -{scored_by.deduction:g} (the tests alone: {scored_by.tests_score:g})"
+    return f"{'; '.join(said)} (the tests alone: {scored_by.tests_score:g})"
 
 
 def part_problem(part: PartResult) -> str:
     """What is probably wrong: the part's hints, the headline first, one a line (the second
-    after "also: "), else its first failure; then the rule that scored it, if not its tests."""
-    if part.score >= part.max_score:
+    after "also: "), else its first failure; then the rule that scored it, if not its tests alone.
+    A part that kept its points because its failing tests fail only through a part it uses says
+    so too: its output was wrong all the same."""
+    if part.score >= part.max_score and not part.scored_by.charged_to:  # else: its output was wrong all the same
         return ""
     shown = part.hints or [part.hint] * bool(part.hint)
+    if part.score >= part.max_score:
+        shown = shown[:1]  # where to look; what else its failing tests suggest was seen through that part
     failing = next((test for test in part.tests if test.outcome != "passed"), None)
     if shown:
         lines = [shown[0], *(f"also: {hint}" for hint in shown[1:])]
     else:
         lines = [failing.message.splitlines()[0]] if failing and failing.message else []
     rule = describe_scoring(part.scored_by)
-    return "\n".join([*lines, *([f"scored by the {rule}"] if rule else [])])
+    return "\n".join([*lines, *([rule] if rule else [])])
 
 
 def headline(report: GradeReport) -> str:

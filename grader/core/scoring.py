@@ -5,6 +5,12 @@ every failing test's check matched the value of one and the same named mistake (
 ``TestResult.mistake``) and the contract prices that mistake, the part scores its points less
 that deduction, if that is more. A failing check that matched no mistake leaves it to the tests.
 
+A mistake costs points once, in the part where it is made: a failing test that passed once the
+grader's stock parts stood in for the failing parts this part uses (``passes_with_stock``)
+failed through those parts, which pay for it in their own tests; this part keeps its points
+(``ScoredBy.charged_to`` says where they went). A part with nothing to write (an end-to-end
+run of the student's train_step) is the used parts' work in use: its tests always count.
+
 A part's hints are its distinct named mistakes, the one that cost the most points first: a
 one-point names mismatch does not hide an inverted mask that fails seven. When a part fails
 and a part it uses fails its own tests, that part is named as the cause ("fix X first") only
@@ -16,7 +22,8 @@ leads, and the used part that fails comes second ("X also fails its own tests").
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import replace
 
 from grader.core import hints
 from grader.core.report import Outcome, PartResult, Rule, ScoredBy, TestResult
@@ -28,27 +35,37 @@ MAX_HINTS = 2  # the report schema's bound: a headline and one more
 
 def score_parts(part_ids: tuple[str, ...], tests: list[tuple[str, TestResult]],
                 uses: Mapping[str, Sequence[str]] | None = None,
-                deductions: Mapping[str, float] | None = None) -> list[PartResult]:
+                deductions: Mapping[str, float] | None = None,
+                nothing_to_write: Collection[str] = ()) -> list[PartResult]:
     """Group ``(part id, result)`` pairs into parts, in contract order, with scores and hints.
     ``uses``: for a part, the parts it calls whose mistakes its tests see (the contract's).
     ``deductions``: the rubric, the contract's words for a mistake -> the points it costs
-    (none: the tests alone score every part)."""
+    (none: the tests alone score every part). ``nothing_to_write``: parts with no code of their
+    own (no stub), graded through the parts they use: their tests are those parts' work in use,
+    so they count however those parts fail."""
     parts = []
+    failing = {part for part, result in tests if result.outcome != Outcome.PASSED}
     for part_id in part_ids:
         results = [result for part, result in tests if part == part_id]
+        culprits = [used for used in (uses or {}).get(part_id, ()) if used in failing]
+        charges = culprits and part_id not in nothing_to_write
+        elsewhere = [result for result in results if charges and _fails_through_used_parts(result)]
         max_score = sum(result.max_score for result in results)
         tests_score = sum(result.score for result in results)
-        scored_by = by_rubric(results, max_score, tests_score, deductions or {})
+        own_score = tests_score + sum(result.max_score - result.score for result in elsewhere)
+        scored_by = by_rubric([result for result in results if result not in elsewhere], max_score, own_score,
+                              deductions or {})
+        if elsewhere:  # what the tests alone gave, and where the rest is charged
+            scored_by = replace(scored_by or ScoredBy(), tests_score=tests_score, charged_to=culprits)
         parts.append(PartResult(
             id=part_id,
-            score=tests_score if scored_by is None else max_score - scored_by.deduction,
+            score=own_score if scored_by is None or scored_by.rule == Rule.TESTS else max_score - scored_by.deduction,
             max_score=max_score,
             hint=None,
             tests=results,
             hints=part_hints(results),
             scored_by=scored_by or ScoredBy(),
         ))
-    failing = {part.id for part in parts if _failing(part.tests)}
     for part in parts:
         culprits = [used for used in (uses or {}).get(part.id, ()) if used in failing]
         if part.id in failing and culprits and _may_be_caused_by(part.hints, culprits):
@@ -125,8 +142,8 @@ def _hints_with_culprits(part: PartResult, culprits: Sequence[str]) -> list[str]
     return [own_hints[0] if own_hints else wrong_by_itself(part.id, culprits), also_fails(culprits)]
 
 
-def _failing(results: list[TestResult]) -> bool:
-    return any(result.outcome != Outcome.PASSED for result in results)
+def _fails_through_used_parts(result: TestResult) -> bool:
+    return result.outcome != Outcome.PASSED and result.passes_with_stock is True
 
 
 def _may_be_caused_by(own_hints: list[str], culprits: Sequence[str]) -> bool:

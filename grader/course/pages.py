@@ -24,7 +24,12 @@ RUBRIC = (
     "deduction, listed below as \"rubric: -N\", where that is more than its tests give. A failing check "
     "that matched no mistake, or two different mistakes, leaves the score to the tests. The report says "
     "which rule scored each part (`parts[].scored_by`). The rubric is {state} for this course "
-    "(`assignments/course.toml`, `[rubric] enabled`; an assignment's own `[rubric] enabled` overrides it)."
+    "(`assignments/course.toml`, `[rubric] enabled`; an assignment's own `[rubric] enabled` overrides it).\n\n"
+    "A mistake costs points once, in the part where it is made: a test of a part that fails with the "
+    "student's own pieces (the parts it `uses`) and passes once the grader's correct pieces stand in for "
+    "the failing ones costs this part nothing; the pieces pay for their mistake in their own tests "
+    "(`parts[].scored_by.charged_to`). A part with nothing to write (an end-to-end run) is its pieces' "
+    "work in use: its tests always count."
 )
 
 

@@ -29,33 +29,34 @@ MUTANTS: dict[str, tuple[tuple[str, str], dict[str, tuple[float, str | None]]]] 
         {"softmax": (14, variants.FORBIDDEN_SOFTMAX)}),
     "scores scaled": (
         ("return query @ keys.transpose(-2, -1)", "return query @ keys.transpose(-2, -1) / math.sqrt(query.size(-1))"),
-        # scaled_dot_product_attention scales again, and SelfAttention calls it: each says
-        # which part it uses to fix first (the contract's uses).
+        # scaled_dot_product_attention scales again, and SelfAttention calls it: each says which part
+        # it uses to fix first (the contract's uses) and loses nothing: the mistake is charged once.
         {"attention_scores": (5, variants.SCORES_SCALED),
-         "scaled_dot_product_attention": (3, "fix attention_scores first"),
-         "SelfAttention": (3, "fix scaled_dot_product_attention first")}),
+         "scaled_dot_product_attention": (0, "fix attention_scores first"),
+         "SelfAttention": (0, "fix scaled_dot_product_attention first")}),
     "scores transposed": (
         ("return query @ keys.transpose(-2, -1)", "return keys @ query.transpose(-2, -1)"),
         {"attention_scores": (7, variants.SCORES_TRANSPOSED),
-         "scaled_dot_product_attention": (10, variants.OWN_PIECES_WRONG),
-         "SelfAttention": (6, variants.OWN_SDPA_WRONG)}),
+         "scaled_dot_product_attention": (0, variants.OWN_PIECES_WRONG),
+         "SelfAttention": (0, variants.OWN_SDPA_WRONG)}),
     "not scaled": (
         ("/ math.sqrt(d_k)", "/ 1.0"),
-        # SelfAttention calls the student's own scaled_dot_product_attention, so it breaks too.
+        # SelfAttention calls the student's own scaled_dot_product_attention: it breaks too, and
+        # passes with the stock one, so it says what to fix first and loses nothing.
         {"scaled_dot_product_attention": (3, variants.NO_SCALE),
-         "SelfAttention": (3, "fix scaled_dot_product_attention first")}),
+         "SelfAttention": (0, "fix scaled_dot_product_attention first")}),
     "scaled by d_k": (
         ("/ math.sqrt(d_k)", "/ d_k"),
         {"scaled_dot_product_attention": (3, variants.SCALE_D_K),
-         "SelfAttention": (3, "fix scaled_dot_product_attention first")}),
+         "SelfAttention": (0, "fix scaled_dot_product_attention first")}),
     "scaled by sqrt(T)": (
         ("d_k = q.size(-1)", "d_k = q.size(-2)"),
         {"scaled_dot_product_attention": (3, variants.SCALE_BY_LENGTH),
-         "SelfAttention": (3, "fix scaled_dot_product_attention first")}),
+         "SelfAttention": (0, "fix scaled_dot_product_attention first")}),
     "attention softmax over the wrong dimension": (
         ("weights = softmax(scores, dim=-1)", "weights = softmax(scores, dim=-2)"),
         {"scaled_dot_product_attention": (3, variants.SOFTMAX_DIM),
-         "SelfAttention": (3, "fix scaled_dot_product_attention first")}),
+         "SelfAttention": (0, "fix scaled_dot_product_attention first")}),
     "mask inverted": (
         ("scores.masked_fill(~mask,", "scores.masked_fill(mask,"),
         {"scaled_dot_product_attention": (3, variants.MASK_INVERTED)}),
@@ -76,7 +77,7 @@ MUTANTS: dict[str, tuple[tuple[str, str], dict[str, tuple[float, str | None]]]] 
     "returns (weights, output)": (
         ("return weights @ v, weights", "return weights, weights @ v"),
         {"scaled_dot_product_attention": (13, variants.RETURN_ORDER),
-         "SelfAttention": (9, "fix scaled_dot_product_attention first")}),
+         "SelfAttention": (0, "fix scaled_dot_product_attention first")}),
     "W_query and W_key swapped": (
         ("q, k, v = self.W_query(x), self.W_key(x), self.W_value(x)",
          "q, k, v = self.W_key(x), self.W_query(x), self.W_value(x)"),

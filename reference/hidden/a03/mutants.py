@@ -14,12 +14,14 @@ from reference.hidden.a03 import variants
 MUTANTS: dict[str, tuple[tuple[str, str], dict[str, tuple[float, str | None]]]] = {
     "split with view, no transpose": (
         ("x.view(batch, length, num_heads, d_k).transpose(1, 2)", "x.reshape(batch, num_heads, length, d_k)"),
-        # MultiHeadAttention calls the student's own split_heads: fix that first (the contract's uses).
-        {"split_heads": (3, variants.NO_TRANSPOSE_SPLIT), "MultiHeadAttention": (3, "fix split_heads first")}),
+        # MultiHeadAttention calls the student's own split_heads: fix that first (the contract's uses);
+        # it passes with the stock split_heads, so the mistake is charged in split_heads alone.
+        {"split_heads": (3, variants.NO_TRANSPOSE_SPLIT), "MultiHeadAttention": (0, "fix split_heads first")}),
     "missing contiguous": (
         ("x.transpose(1, 2).contiguous().view(", "x.transpose(1, 2).view("),
-        # MultiHeadAttention calls the student's own combine_heads, so it breaks too: fix that first.
-        {"combine_heads": (4, ".contiguous()"), "MultiHeadAttention": (14, "fix combine_heads first")}),
+        # MultiHeadAttention calls the student's own combine_heads, so it breaks too: fix that first;
+        # charged in combine_heads alone.
+        {"combine_heads": (4, ".contiguous()"), "MultiHeadAttention": (0, "fix combine_heads first")}),
     "scaled by sqrt(d_model)": (
         ("d_k = q.size(-1)\n", "d_k = q.size(-1) * q.size(1)\n"),
         {"MultiHeadAttention": (3, variants.SCALE_D_MODEL)}),

@@ -82,6 +82,7 @@ MUTANTS: dict[str, tuple[tuple[str, str], dict[str, tuple[float, str | None]]]] 
     "no optimizer step": (
         ("    optimizer.step()\n", ""),
         # end_to_end trains with the student's train_step: fix that first (the contract's uses).
+        # It has no code of its own: it is train_step's work in use, and its points count.
         {"train_step": (7, variants.NO_STEP), "end_to_end": (3, "fix train_step first")}),
     "clipping after the step": (
         (CLIP_THEN_STEP, "    optimizer.step()\n    nn.utils.clip_grad_norm_(model.parameters(), clip_norm)\n"),
