@@ -13,10 +13,11 @@ import pytest
 
 from grader.cli import main
 from grader.core.assignment import Assignment
+from grader.core.ingest import MAX_SOURCE_BYTES
 from grader.engine.batch import grade_batch
 from grader.results.students import handins
 from grader.results.submissions import discover
-from grader.similarity.compare import Pair, similar_pairs
+from grader.similarity.compare import MAX_PLACES, Pair, fingerprints, similar_pairs
 from grader.similarity.report import (
     DEFAULT_THRESHOLD,
     NOTE,
@@ -169,6 +170,24 @@ def test_a_file_that_cannot_be_read_is_listed_with_why(tmp_path):
     report = run(folder)
     assert [file for file, _ in report.unreadable] == ["ada/mha.py", "bob/mha.ipynb"]
     assert "binary" in report.unreadable[0][1] and "JSON" in report.unreadable[1][1]
+
+
+def test_one_students_huge_files_cost_the_report_a_bounded_amount(tmp_path):
+    # A line repeated 500 times: each place it is fingerprinted would pair with each in the other file.
+    repeated = "x = torch.zeros(3).view(1, 3).transpose(0, 1).contiguous()\n" * 500
+    folder = tmp_path / "submissions"
+    for student in ("ada", "bob"):
+        (folder / student).mkdir(parents=True)
+        (folder / student / "mha.py").write_text(repeated, encoding="utf-8")
+    (folder / "cyd").mkdir()
+    (folder / "cyd" / "mha.ipynb").write_text(cls.notebook([cls.ADA] * (MAX_SOURCE_BYTES // len(cls.ADA) + 1)),
+                                              encoding="utf-8")
+    students, unreadable = student_sources(folder, handins(discover(folder), folder, ASSIGNMENT))
+    assert unreadable == [("cyd/mha.ipynb", f"the notebook has too much code (over {MAX_SOURCE_BYTES} characters)")]
+    prints = [fingerprints(source, set()) for source in students]
+    assert max(len(places) for own in prints for places in own.values()) == MAX_PLACES
+    [pair], _ = similar_pairs(students, [], [], DEFAULT_THRESHOLD)
+    assert pair.similarity == 1 and len(pair.matches) >= 1
 
 
 def test_cli_writes_the_json_and_the_page(folders, tmp_path, capsys):

@@ -32,6 +32,9 @@ from grader.similarity.winnowing import kgram_hashes, token_codes, winnow
 K = 12  # tokens in a k-gram: about one line of code
 WINDOW = 8  # a run of K + WINDOW - 1 = 19 shared tokens always shows
 COMMON_MIN, COMMON_SHARE = 10, 0.05
+# Where one source has a fingerprint, at most this many places count: a line repeated ten
+# thousand times in two files would otherwise pair every copy with every copy.
+MAX_PLACES = 16
 
 
 @dataclass(frozen=True)
@@ -62,8 +65,9 @@ def fingerprints(source: Source, base: set[int]) -> Fingerprints:
     """``source``'s winnowed fingerprints that are not in ``base``, with where it has them."""
     prints: Fingerprints = {}
     for value, position in winnow(kgram_hashes(token_codes([token.text for token in source.tokens]), K), WINDOW):
-        if value not in base:
-            prints.setdefault(value, []).append(position)
+        places = prints.setdefault(value, []) if value not in base else None
+        if places is not None and len(places) < MAX_PLACES:
+            places.append(position)
     return prints
 
 

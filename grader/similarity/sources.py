@@ -14,7 +14,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.core.assignment import Assignment
-from grader.core.ingest import Ungradable, cell_source, decode_text, read_notebook_cells, read_submission, strip_magics
+from grader.core.ingest import (
+    MAX_SOURCE_BYTES,
+    Ungradable,
+    cell_source,
+    decode_text,
+    read_notebook_cells,
+    read_submission,
+    strip_magics,
+)
 from grader.results.students import SOURCE_SUFFIXES, Handin
 from grader.results.submissions import discover
 from grader.similarity.tokens import Token, normalised_tokens
@@ -63,20 +71,22 @@ def read_source(path: Path, name: str, file: str, *, known: bool = False) -> Sou
 
 
 def _notebook(text: str, name: str, file: str, known: bool) -> Source:
+    code_cells = [(number, cell_source(cell).replace("\r\n", "\n").replace("\r", "\n"))
+                  for number, cell in enumerate(read_notebook_cells(text), start=1) if cell.get("cell_type") == "code"]
+    if sum(len(source) for _, source in code_cells) > MAX_SOURCE_BYTES:  # the grader's bound: tokenizing is slow
+        raise Ungradable(f"the notebook has too much code (over {MAX_SOURCE_BYTES} characters)")
     lines: list[str] = []
     cells: list[tuple[str, int]] = []
     pieces: list[tuple[str, int]] = []
-    for number, cell in enumerate(read_notebook_cells(text), start=1):
-        if cell.get("cell_type") != "code":
-            continue
-        code, not_python = strip_magics(cell_source(cell))
+    for number, source in code_cells:
+        code, not_python = strip_magics(source)
         if not_python or not code.strip():
             continue
         label = f"cell {number}"
         lines.append(f"# {label}")
         cells.append((label, len(lines)))
         pieces.append((code, len(lines)))
-        lines += cell_source(cell).split("\n")  # as the student wrote it: strip_magics keeps the lines
+        lines += source.split("\n")  # as the student wrote it: strip_magics keeps the lines
     return Source(name, file, known, "\n".join(lines), tuple(cells), tuple(normalised_tokens(pieces)))
 
 
