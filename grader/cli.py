@@ -2,13 +2,13 @@
 
     grade assignments/03                           # grade your working copy
     grade assignments/03 --submission hw.ipynb --json report.json
-    grade batch assignments/03 submissions/ --out results/ [--jobs N] [--force]
+    grade batch assignments/03 submissions/ --out results/ [--jobs N] [--force] [--similarity]
     grade notebook assignments/03 [--check]        # regenerate the handout notebook
     grade public-data assignments/03 [--check]     # regenerate the data the public tests compare with
     grade release assignments/03 --out dist/       # the student handout, grader included: dist/03/, dist/03.zip
     grade report results/ [--html FILE]            # a class's plots and statistics from a batch's results
     grade feedback results/                        # each student's feedback page (batch writes them too)
-    grade similarity assignments/03 submissions/ --out DIR [--against KNOWN_DIR]  # shared code across a class
+    grade similarity assignments/03 submissions/ --out DIR [--against KNOWN]  # shared code across a class
     grade export gradescope|classroom assignments/03 [--out FILE]  # the grader on Gradescope / GitHub Classroom
     grade export gradescope assignments/03 --visibility after_due_date  # tests shown once the due date has passed
     grade new-assignment 07 --module gpt [--title T]  # the skeleton of a new assignment, every file in its home
@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -34,6 +34,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from grader.core.sanitize import for_terminal
 from grader.engine.options import DEFAULT, DEFAULT_BATCH, DEVICES, EXECUTORS, MISSING_SCORES, SANDBOXES, OptionError
 from grader.views.terminal import error_text, plain
+
+if TYPE_CHECKING:
+    from grader.similarity.report import SimilarityOptions
 
 EXIT_OK, EXIT_GRADER_ERROR, EXIT_USAGE = 0, 1, 2
 
@@ -375,7 +378,7 @@ def _add_similarity_options(parser: argparse.ArgumentParser, *, prefix: str = ""
 
     parser.add_argument("--against", type=Path, metavar="KNOWN_DIR",
                         help="also compare every submission with each .py and .ipynb file here (tutorials, last "
-                             "year's solutions), named in the report")
+                             "year's solutions), named in the report" + (" (implies --similarity)" if prefix else ""))
     parser.add_argument(f"--{prefix}threshold", type=float, default=DEFAULT_THRESHOLD, metavar="X",
                         dest="similarity_threshold",
                         help="list the pairs whose similarity (0 to 1) is X or more (default %(default)g)")
@@ -404,7 +407,7 @@ def _similarity_options_error(args: argparse.Namespace) -> str | None:
     return None
 
 
-def _similarity_options(args: argparse.Namespace):
+def _similarity_options(args: argparse.Namespace) -> SimilarityOptions | None:
     """``grade batch``'s similarity step, when asked for (``--against`` asks for it too), else None."""
     from grader.similarity.report import SimilarityOptions
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.cli import main
+from grader.cli import _batch_parser, _similarity_options, main
 from grader.core.assignment import Assignment
 from grader.core.ingest import MAX_SOURCE_BYTES
 from grader.engine.batch import grade_batch
@@ -220,6 +220,16 @@ def test_cli_refuses_bad_options(folders, tmp_path, capsys, arguments, message):
     assert main(["similarity", str(ASSIGNMENT_03), str(folders[0]), "--out", str(tmp_path), *arguments]) == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "similarity.json").exists()
+
+
+@pytest.mark.parametrize("arguments, asked", [
+    ([], None),
+    (["--similarity"], SimilarityOptions()),
+    (["--against", "known", "--similarity-threshold", "0.4"], SimilarityOptions(Path("known"), 0.4)),
+])
+def test_batch_asks_for_the_report_with_similarity_or_against(arguments, asked):
+    args = _batch_parser().parse_args(["assignments/03", "submissions", "--out", "results", *arguments])
+    assert _similarity_options(args) == asked
 
 
 def test_cli_refuses_a_missing_folder(tmp_path, capsys):
