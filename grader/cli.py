@@ -2,12 +2,13 @@
 
     grade assignments/03                           # grade your working copy
     grade assignments/03 --submission hw.ipynb --json report.json
-    grade batch assignments/03 submissions/ --out results/ [--jobs N] [--force]
+    grade batch assignments/03 submissions/ --out results/ [--jobs N] [--force] [--similarity]
     grade notebook assignments/03 [--check]        # regenerate the handout notebook
     grade public-data assignments/03 [--check]     # regenerate the data the public tests compare with
     grade release assignments/03 --out dist/       # the student handout, grader included: dist/03/, dist/03.zip
     grade report results/ [--html FILE]            # a class's plots and statistics from a batch's results
     grade feedback results/                        # each student's feedback page (batch writes them too)
+    grade similarity assignments/03 submissions/ --out DIR [--against KNOWN]  # shared code across a class
     grade export gradescope|classroom assignments/03 [--out FILE]  # the grader on Gradescope / GitHub Classroom
     grade export gradescope assignments/03 --visibility after_due_date  # tests shown once the due date has passed
     grade new-assignment 07 --module gpt [--title T]  # the skeleton of a new assignment, every file in its home
@@ -25,7 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -33,6 +34,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from grader.core.sanitize import for_terminal
 from grader.engine.options import DEFAULT, DEFAULT_BATCH, DEVICES, EXECUTORS, MISSING_SCORES, SANDBOXES, OptionError
 from grader.views.terminal import error_text, plain
+
+if TYPE_CHECKING:
+    from grader.similarity.report import SimilarityOptions
 
 EXIT_OK, EXIT_GRADER_ERROR, EXIT_USAGE = 0, 1, 2
 
@@ -112,6 +116,10 @@ def _batch_parser() -> argparse.ArgumentParser:
     parser.add_argument("--canvas-column", metavar="HEADER",
                         help="the assignment's column in canvas.csv, e.g. 'Assignment 03 (12345)' as Canvas's export "
                              "names it (default: a new assignment, 'Assignment ID: TITLE')")
+    parser.add_argument("--similarity", action="store_true",
+                        help="also write similarity.json and similarity.html: the students whose files share code "
+                             "(evidence for you to read; no score changes), linked from the class report")
+    _add_similarity_options(parser, prefix="similarity-")
     _add_limit_options(parser)
     return parser
 
@@ -184,6 +192,9 @@ def _batch(args: argparse.Namespace, console: Console) -> int:
     if not args.folder.is_dir():
         _error(console, f"no such folder: {args.folder}")
         return EXIT_USAGE
+    if problem := _similarity_options_error(args):
+        _error(console, problem)
+        return EXIT_USAGE
     if args.executor == "ray" and importlib.util.find_spec("ray") is None:
         _error(console, "--executor ray needs Ray: pip install 'transformer-grader[ray]'")
         return EXIT_USAGE
@@ -205,7 +216,7 @@ def _batch(args: argparse.Namespace, console: Console) -> int:
                                  limits=_limits(args), sandbox=args.sandbox, force=args.force, executor=args.executor,
                                  ray_address=args.ray_address, roster=roster, all_files=args.all_files,
                                  canvas_column=args.canvas_column, missing=args.missing, overrides=overrides,
-                                 **progress.callbacks)
+                                 similarity=_similarity_options(args), **progress.callbacks)
     except OverrideError as exc:  # the reports graded are kept: the same command, the file fixed, reuses them
         _error(console, f"--overrides: {exc}")
         return EXIT_USAGE
@@ -220,6 +231,8 @@ def _batch(args: argparse.Namespace, console: Console) -> int:
     else:
         # Not a terminal, but perhaps piped to one: ASCII, with every control character escaped.
         print(json_text(result.summary, indent=None, ascii_only=True))
+    if args.similarity or args.against:
+        _say(console, f"wrote the similarity report: {args.out / 'similarity.html'} (and similarity.json)")
     return EXIT_GRADER_ERROR if result.summary["counts"]["grader_error"] else EXIT_OK
 
 
@@ -318,7 +331,7 @@ def _report_parser() -> argparse.ArgumentParser:
 
 def _report(args: argparse.Namespace, console: Console) -> int:
     from grader.results.folder import ResultsError, read_results
-    from grader.views import class_report, feedback_pages
+    from grader.views import class_report, feedback_pages, similarity_page
 
     try:
         results = read_results(args.results)
@@ -327,7 +340,8 @@ def _report(args: argparse.Namespace, console: Console) -> int:
         return EXIT_USAGE
     page = args.html or args.results / class_report.PAGE
     feedback = args.results / feedback_pages.FOLDER
-    class_report.write_page(results, page, feedback if feedback.is_dir() else None)
+    class_report.write_page(results, page, feedback if feedback.is_dir() else None,
+                            similarity_page.written(args.results))
     Console().print(class_report.class_table(results))
     _say(console, f"wrote {page}")
     return EXIT_OK
@@ -356,6 +370,77 @@ def _feedback(args: argparse.Namespace, console: Console) -> int:
         return EXIT_USAGE
     pages = write_feedback(results, args.results)
     _say(console, f"wrote {len(pages)} feedback pages (HTML and Markdown) in {args.results / FOLDER}")
+    return EXIT_OK
+
+
+def _add_similarity_options(parser: argparse.ArgumentParser, *, prefix: str = "") -> None:
+    from grader.similarity.report import DEFAULT_THRESHOLD
+
+    parser.add_argument("--against", type=Path, metavar="KNOWN_DIR",
+                        help="also compare every submission with each .py and .ipynb file here (tutorials, last "
+                             "year's solutions), named in the report" + (" (implies --similarity)" if prefix else ""))
+    parser.add_argument(f"--{prefix}threshold", type=float, default=DEFAULT_THRESHOLD, metavar="X",
+                        dest="similarity_threshold",
+                        help="list the pairs whose similarity (0 to 1) is X or more (default %(default)g)")
+
+
+def _similarity_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="grade similarity",
+                                     description="Which submissions share code, with each other or with known "
+                                                 "sources: DIR/similarity.json and DIR/similarity.html. Evidence for "
+                                                 "a person to read, never a verdict; no score changes.")
+    parser.add_argument("assignment", type=Path, help="the assignment directory, e.g. assignments/03 (its code is "
+                                                      "the handout's, ignored)")
+    parser.add_argument("folder", type=Path, help="the submissions, as grade batch takes them (the file each "
+                                                  "student's grade comes from is compared)")
+    parser.add_argument("--out", type=Path, required=True, help="the folder to write the report into")
+    parser.add_argument("--roster", type=Path, metavar="CSV", help="the students, as grade batch --roster takes them")
+    _add_similarity_options(parser)
+    return parser
+
+
+def _similarity_options_error(args: argparse.Namespace) -> str | None:
+    if not 0 <= args.similarity_threshold <= 1:
+        return f"the threshold is a similarity from 0 to 1, not {args.similarity_threshold:g}"
+    if args.against is not None and not args.against.is_dir():
+        return f"--against: no such folder: {args.against}"
+    return None
+
+
+def _similarity_options(args: argparse.Namespace) -> SimilarityOptions | None:
+    """``grade batch``'s similarity step, when asked for (``--against`` asks for it too), else None."""
+    from grader.similarity.report import SimilarityOptions
+
+    if not (args.similarity or args.against):
+        return None
+    return SimilarityOptions(args.against, args.similarity_threshold)
+
+
+def _similarity(args: argparse.Namespace, console: Console) -> int:
+    from grader.core.assignment import Assignment, AssignmentError
+    from grader.results.students import Roster, RosterError, handins
+    from grader.results.submissions import discover
+    from grader.similarity.report import FILE, find_similar
+    from grader.views.similarity_page import terminal_view, write_report
+
+    problem = _similarity_options_error(args)
+    if problem is None and not args.folder.is_dir():
+        problem = f"no such folder: {args.folder}"
+    if problem:
+        _error(console, problem)
+        return EXIT_USAGE
+    try:
+        assignment = Assignment.load(args.assignment)
+        roster = Roster.load(args.roster) if args.roster else None
+    except (AssignmentError, RosterError) as exc:
+        _error(console, exc)
+        return EXIT_USAGE
+    students = handins(discover(args.folder), args.folder, assignment, roster)
+    report = find_similar(assignment, args.folder, students, against=args.against,
+                          threshold=args.similarity_threshold)
+    page = write_report(report, args.out)
+    Console().print(terminal_view(report))
+    _say(console, f"wrote {args.out / FILE} and {page}")
     return EXIT_OK
 
 
@@ -460,6 +545,8 @@ SUBCOMMANDS = {
     "batch": Command("grade a folder of submissions, one report each", _batch_parser, _batch),
     "report": Command("a class report (HTML page, table) from batch results", _report_parser, _report),
     "feedback": Command("each student's feedback page, from a batch's results", _feedback_parser, _feedback),
+    "similarity": Command("shared code across a class, and with known sources", _similarity_parser,
+                          _similarity),
     "export": Command("package the grader for Gradescope or GitHub Classroom", _export_parser, _export),
     "release": Command("build the student handout: a folder and a zip", _release_parser, _release),
     "notebook": Command("regenerate the handout notebook from the stub module", _notebook_parser, _notebook),

@@ -23,10 +23,11 @@ MAY_IMPORT = {
     "core": set(),
     "source": {"core"},
     "results": {"core"},
-    "views": {"core", "results"},
+    "similarity": {"core", "results"},
+    "views": {"core", "results", "similarity"},
     "sandbox": {"core", "source"},
     "suite": {"core", "sandbox"},
-    "engine": {"core", "source", "results", "views", "sandbox", "suite"},
+    "engine": {"core", "source", "results", "similarity", "views", "sandbox", "suite"},
     "export": {"core", "results", "views", "engine"},
     "student": {"core", "views", "sandbox"},  # sandbox: only its default limits, no process
     "course": {"core", "sandbox", "suite", "student", "engine"},

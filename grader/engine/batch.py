@@ -41,7 +41,9 @@ from grader.results.students import Roster, handins
 from grader.results.submissions import discover
 from grader.sandbox.isolation import SandboxUnavailable
 from grader.sandbox.limits import Limits
+from grader.similarity.report import SimilarityOptions, find_similar
 from grader.views.results_folder import write_results_folder
+from grader.views.similarity_page import write_report
 
 
 def grade_batch(
@@ -61,6 +63,7 @@ def grade_batch(
     canvas_column: str | None = None,
     missing: str = DEFAULT_BATCH.missing,
     overrides: Overrides | None = None,
+    similarity: SimilarityOptions | None = None,
     on_start: Callable[[int, int], None] | None = None,
     on_begin: Callable[[Path], None] | None = None,
     on_report: Callable[[Path, GradeReport], None] | None = None,
@@ -74,7 +77,9 @@ def grade_batch(
     gradebooks give a student with no submission (:mod:`grader.results.lms_gradebooks`);
     ``overrides`` are the instructor's parts and files (an OverrideError, raised before any
     file is graded where it can be decided then, else before the results folder is written,
-    names each row that cannot be applied).
+    names each row that cannot be applied). With ``similarity``, the files graded for the students
+    are also compared with each other (and with known sources) into ``similarity.json`` and
+    ``similarity.html`` (:mod:`grader.similarity`), which the class report links; no grade depends on it.
     The options are :class:`~grader.engine.options.GradeOptions`' and
     :class:`~grader.engine.options.BatchOptions`' fields. Returns the batch, its results folder
     written (``result.summary`` is summary.json's content)."""
@@ -133,6 +138,9 @@ def grade_batch(
     result = BatchResult(assignment, dict(sorted(final.items())), len(reports) - skipped, skipped,
                          time.monotonic() - started, students, removed,
                          Regrade(stamp, why, earlier, before))
+    if similarity is not None:  # before the class report, which links it
+        write_report(find_similar(assignment, folder, students, against=similarity.against,
+                                  threshold=similarity.threshold), out)
     write_results_folder(result, out, canvas_column, missing_zero=batch.missing == "zero")
     return result
 

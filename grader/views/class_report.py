@@ -63,19 +63,24 @@ def _describe(b: Bin) -> str:
 # ---- the HTML page: templates/class_report.html.j2 -----------------------------------
 
 
-def write_page(results: ClassResults, page: Path, feedback: Path | None = None) -> None:
+def write_page(results: ClassResults, page: Path, feedback: Path | None = None, similarity: Path | None = None) -> None:
     """The page at ``page``; with ``feedback``, the folder of the students' feedback pages, each
-    student's row links to theirs."""
-    link = Path(os.path.relpath(feedback.resolve(), page.resolve().parent)).as_posix() if feedback else None
-    write_atomic(page, render_html(results, link))
+    student's row links to theirs; with ``similarity``, the similarity report, which it links."""
+    write_atomic(page, render_html(results, _relative(feedback, page), _relative(similarity, page)))
 
 
-def render_html(data: ClassResults, feedback: str | None = None) -> str:
+def _relative(target: Path | None, page: Path) -> str | None:
+    return Path(os.path.relpath(target.resolve(), page.resolve().parent)).as_posix() if target else None
+
+
+def render_html(data: ClassResults, feedback: str | None = None, similarity: str | None = None) -> str:
     """The page; ``feedback``: where the students' feedback pages are, relative to it (their
-    rows link there), or None when there are none."""
+    rows link there), or None when there are none; ``similarity``: the similarity report,
+    relative to it, or None."""
     stats = data.statistics
     return render(
         "class_report.html.j2",
+        similarity=similarity,
         title=f"Assignment {data.assignment}: class report, {stats.submissions} submissions",
         counts=(", ".join(f"{count} {status.replace('_', ' ')}" for status, count in stats.counts.items())
                 + _also_handed_in(stats)),
