@@ -231,6 +231,9 @@ def _batch(args: argparse.Namespace, console: Console) -> int:
     else:
         # Not a terminal, but perhaps piped to one: ASCII, with every control character escaped.
         print(json_text(result.summary, indent=None, ascii_only=True))
+    if result.similarity_error:
+        _error(console, f"the similarity report failed (the grades are written): {result.similarity_error}")
+        return EXIT_GRADER_ERROR
     if args.similarity or args.against:
         _say(console, f"wrote the similarity report: {args.out / 'similarity.html'} (and similarity.json)")
     return EXIT_GRADER_ERROR if result.summary["counts"]["grader_error"] else EXIT_OK

@@ -282,3 +282,22 @@ def test_a_batch_with_similarity_writes_the_report_beside_the_grades_and_links_i
     scores = {grade.student: grade.score for grade in result.class_results.students}
     full = result.reports[Path("ada/mha.py")].max_score
     assert scores == {"ada": full, "ben": full, "gus": 0}
+
+
+@pytest.mark.slow
+def test_a_similarity_step_that_fails_leaves_the_grades_written(tmp_path, monkeypatch):
+    import grader.engine.batch as batch
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a fault in the comparison")
+
+    monkeypatch.setattr(batch, "find_similar", broken)
+    submissions = tmp_path / "submissions"
+    (submissions / "ada").mkdir(parents=True)
+    (submissions / "ada" / "mha.py").write_text((ASSIGNMENT_03 / "mha.py").read_text(encoding="utf-8"), encoding="utf-8")
+    out = tmp_path / "results"
+    result = grade_batch(ASSIGNMENT_03, submissions, out, jobs=1, device="cpu", limits=TEST_LIMITS,
+                         similarity=SimilarityOptions())
+    assert result.similarity_error == "RuntimeError: a fault in the comparison"
+    assert (out / "grades.csv").is_file() and (out / "report.html").is_file()
+    assert not (out / "similarity.html").exists()

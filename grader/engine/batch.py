@@ -139,8 +139,11 @@ def grade_batch(
                          time.monotonic() - started, students, removed,
                          Regrade(stamp, why, earlier, before))
     if similarity is not None:  # before the class report, which links it
-        write_report(find_similar(assignment, folder, students, against=similarity.against,
-                                  threshold=similarity.threshold), out)
+        try:
+            write_report(find_similar(assignment, folder, students, against=similarity.against,
+                                      threshold=similarity.threshold), out)
+        except Exception as exc:  # no grade depends on it: the results folder is written all the same
+            result.similarity_error = f"{type(exc).__name__}: {exc}"
     write_results_folder(result, out, canvas_column, missing_zero=batch.missing == "zero")
     return result
 

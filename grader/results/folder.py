@@ -155,6 +155,7 @@ class BatchResult:
     removed: list[Path] = field(default_factory=list)  # reports of files gone from the folder, moved aside
     regrade: Regrade = field(default_factory=Regrade)
     summary: dict = field(default_factory=dict)  # summary.json, once the results folder is written
+    similarity_error: str | None = None  # why the similarity report asked for was not written
 
     @cached_property
     def class_results(self) -> ClassResults:
