@@ -23,6 +23,7 @@ from grader.results import folder
 from grader.results.class_stats import student_statistics
 from grader.results.folder import ResultsError, read_results, report_path
 from grader.results.submissions import discover
+from grader.sandbox import cgroups
 from grader.sandbox.cgroups import SubmissionCgroup
 from grader.sandbox.zygote import ZygoteServer
 from reference import as_submission
@@ -220,7 +221,12 @@ def test_killing_the_grader_leaves_no_process_behind(class_folder, tmp_path):
     grader = subprocess.Popen([sys.executable, "-m", "grader.cli", "batch", "assignments/03", str(class_folder),
                                "--out", str(tmp_path / "r"), "--jobs", "2", "--device", "cpu"],
                               cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    time.sleep(4)
+    # Until a submission's cgroup holds processes: its zygote and a child are running (a busy
+    # machine takes longer to get there than a fixed sleep would wait).
+    deadline = time.monotonic() + (120 if cgroups.available() else 4)
+    while not any(cgroup.processes() for cgroup in SubmissionCgroup.existing(f"submission-{grader.pid}-*")) \
+            and time.monotonic() < deadline:
+        time.sleep(0.1)
     running = descendants(grader.pid)
     assert running, "nothing was running when the grader was killed"
     grader.kill()

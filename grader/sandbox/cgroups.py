@@ -187,7 +187,20 @@ class SubmissionCgroup:
                         return int(value)
         return 0
 
-    def _processes(self) -> set[int]:
+    def cpu_seconds(self) -> float | None:
+        """CPU time all its processes have used so far, the dead included; None where no
+        hierarchy it spans accounts it."""
+        for directory in self.directories:
+            for line in _read(directory / "cpu.stat").splitlines():  # v2
+                key, _, value = line.partition(" ")
+                if key == "usage_usec" and value.strip().isdigit():
+                    return int(value) / 1e6
+            if (usage := _read(directory / "cpuacct.usage").strip()).isdigit():  # v1, in nanoseconds
+                return int(usage) / 1e9
+        return None
+
+    def processes(self) -> set[int]:
+        """The pids of the processes in it now."""
         return {int(pid) for directory in self.directories for pid in _read(directory / "cgroup.procs").split()}
 
     def kill_all(self, wait_s: float = 2.0) -> None:
@@ -195,7 +208,7 @@ class SubmissionCgroup:
         forking while the first ones die)."""
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline:
-            pids = self._processes()
+            pids = self.processes()
             if not pids:
                 return
             for pid in pids:

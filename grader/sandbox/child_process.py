@@ -2,8 +2,10 @@
 
 A :class:`ChildProcess` sends a fresh child the program and follows it cell by cell under a
 wall-clock limit per cell and for the whole load; a cell that raises is noted, a cell that
-hangs or kills the process is noted and skipped in every later child. After a request that
-times out or crashes the child, the next request starts a fresh one. Every wait on the
+hangs or kills the process is noted and skipped in every later child. A request (a call) has
+a limit in the CPU time the submission uses (:class:`_CallClock`), so that the time it waits
+for a CPU on a busy machine never counts, and a wall-clock bound beside it. After a request
+that times out or crashes the child, the next request starts a fresh one. Every wait on the
 child has a deadline, whatever the child says, and all of a submission's waits together are
 bounded by ``Limits.student_time_s``. What the children print, and notes on what happened
 to them, are kept here within bounds.
@@ -15,8 +17,10 @@ from __future__ import annotations
 
 import os
 import re
+import select
 import signal
 import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -33,6 +37,13 @@ from grader.sandbox.zygote import Child, Zygote, ZygoteGone
 ZYGOTE_KILLED = ("your code killed the grader's process that starts it, so no further tests could run "
                  "(do not signal other processes)")
 NOTE_CHARS, MAX_NOTES = 500, 50
+# A call's time limit is CPU time; how long the grader waits for its answer, whatever the CPU
+# does (a sleep uses none), is this many seconds per second of the limit: room for a machine
+# three times oversubscribed.
+WALL_PER_CPU_SECOND = 3.0
+# How often a waiting call's CPU time is looked at, at most and at least (a look costs a read of
+# a cgroup or /proc file).
+MAX_CLOCK_LOOK_S, MIN_CLOCK_LOOK_S = 1.0, 0.01
 
 
 # An operator's schema name, and a bound far above the operators one recorded call runs (the
@@ -78,22 +89,23 @@ class ChildProcess:
         tensors, so the reply may hold some (see :func:`protocol.decode`)."""
         child = self._live_child()
         timeout_s = self.limits.call_timeout_s if timeout_s is None else timeout_s
-        deadline, budget_bound = self._deadline(timeout_s)
+        deadline, budget_bound = self._deadline(timeout_s * WALL_PER_CPU_SECOND)
         started = time.monotonic()
+        clock = _CallClock(lambda: self._zygote.cpu_seconds(child))
         try:
             protocol.send(child.sock, header, tensors, deadline)
             operators: dict[str, None] = {}
             events = 0
-            while (message := protocol.recv(child.sock, deadline))[0].get("event") == "operator":
+            while (message := self._next_message(child, clock, timeout_s, deadline))[0].get("event") == "operator":
                 operators.setdefault(_reported_operator(message[0], header.get("record") is True, events), None)
                 events += 1
             reply, reply_tensors = message
             value = protocol.decode(reply.get("value"), reply_tensors, meta=meta) if reply.get("status") == Status.OK \
                 else None
             return dict(reply, operators=list(operators)), value
-        except Deadline:
+        except Deadline as exc:
             self._retire()
-            raise StudentTimeout(self._time_limit_message(label, budget_bound, timeout_s)) from None
+            raise StudentTimeout(self._time_limit_message(label, budget_bound, timeout_s, exc)) from None
         except (PeerClosed, BrokenPipeError, ConnectionResetError):
             why = self._retire(hung_up=True)
             raise StudentCrashed(f"{label}: your code ended the process ({why})") from None
@@ -131,10 +143,29 @@ class ChildProcess:
     def _time_used_up(self) -> str:
         return f"your submission used up its total time limit of {self.limits.student_time_s:g} s"
 
-    def _time_limit_message(self, label: str, budget_bound: bool, timeout_s: float) -> str:
+    def _time_limit_message(self, label: str, budget_bound: bool, timeout_s: float, late: Deadline) -> str:
+        if isinstance(late, _LimitUsedUp):
+            return f"{label}: time limit of {timeout_s:g} s exceeded"
         if budget_bound:
             return f"{label}: {self._time_used_up()}"
-        return f"{label}: time limit of {timeout_s:g} s exceeded"
+        return (f"{label}: time limit of {timeout_s:g} s exceeded: no answer after "
+                f"{timeout_s * WALL_PER_CPU_SECOND:g} s of waiting (a sleep, or a wait for something that never comes?)")
+
+    @staticmethod
+    def _next_message(child: Child, clock: _CallClock, limit_s: float, deadline: float) -> tuple[dict, Any]:
+        """The child's next message, once it has begun to arrive: within ``limit_s`` of the
+        call's time as ``clock`` counts it, and by ``deadline`` (wall clock) whatever it counts.
+        Between looks at the clock the wait is what is left of the limit: the submission's
+        processes get one CPU (its cgroup's quota), so they cannot use it up sooner."""
+        while True:
+            left = limit_s - clock.used()
+            if left <= 0:
+                raise _LimitUsedUp()
+            look_again = min(deadline, time.monotonic() + min(max(left, MIN_CLOCK_LOOK_S), MAX_CLOCK_LOOK_S))
+            if select.select([child.sock], [], [], max(look_again - time.monotonic(), 0))[0]:
+                return protocol.recv(child.sock, deadline)
+            if time.monotonic() >= deadline:
+                raise Deadline()
 
     # ---- loading the program into a fresh child ------------------------------------------------
 
@@ -240,6 +271,26 @@ class ChildProcess:
             pass  # nothing to add: the report says what the child printed before
         finally:
             child.close_output()
+
+
+class _LimitUsedUp(Deadline):
+    """The call used up its time limit (as :class:`_CallClock` counts it)."""
+
+
+class _CallClock:
+    """A call's time as the submission used it: CPU seconds where the machine accounts them (see
+    :meth:`Zygote.cpu_seconds`), so that a busy machine never times out correct code; else wall
+    seconds, as before."""
+
+    def __init__(self, cpu_seconds: Callable[[], float | None]):
+        self._cpu_seconds = cpu_seconds
+        self._cpu_start = cpu_seconds()
+        self._wall_start = time.monotonic()
+
+    def used(self) -> float:
+        if self._cpu_start is not None and (now := self._cpu_seconds()) is not None:
+            return now - self._cpu_start
+        return time.monotonic() - self._wall_start
 
 
 class _Loading:

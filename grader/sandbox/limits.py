@@ -14,7 +14,10 @@ _PR_SET_PDEATHSIG = 1
 
 @dataclass(frozen=True)
 class Limits:
-    call_timeout_s: float = 10.0  # wall clock for one call into student code
+    # CPU time for one call into student code (the submission's processes together, where its
+    # cgroup accounts them; else the wall clock), waited for at most three times as long
+    # (child_process.WALL_PER_CPU_SECOND).
+    call_timeout_s: float = 10.0
     # Later calls of a function that ran past call_timeout_s get hung_call_slowdown times the
     # reference's time for the call, at least hung_call_timeout_s (hung_calls.py).
     hung_call_timeout_s: float = 0.25

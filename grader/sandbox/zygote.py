@@ -181,10 +181,14 @@ class ZygoteConfig:
 class Zygote:
     """The suite process's handle on its submission zygote."""
 
-    def __init__(self, control: socket.socket, pid: int, cgroup: SubmissionCgroup | None = None):
+    def __init__(self, control: socket.socket, pid: int, cgroup: SubmissionCgroup | None = None,
+                 child_runs_the_code: bool = True):
         self._control = control
         self.pid = pid
         self._cgroup = cgroup
+        # Whether a child's pid is the process that runs the student's code, not a relay outside
+        # its namespaces (whose own CPU time says nothing of the code's).
+        self._child_runs_the_code = child_runs_the_code
 
     @classmethod
     def open(cls, control: socket.socket, config: ZygoteConfig) -> Zygote:
@@ -199,7 +203,8 @@ class Zygote:
         if "pid" not in reply:
             raise ZygoteUnavailable(f"the submission zygote could not start: {reply.get('error', 'no answer')}")
         control.settimeout(CONTROL_TIMEOUT_S)
-        return cls(control, reply["pid"], SubmissionCgroup(map(Path, config.cgroup)) if config.cgroup else None)
+        return cls(control, reply["pid"], SubmissionCgroup(map(Path, config.cgroup)) if config.cgroup else None,
+                   child_runs_the_code=not config.isolation.namespaces)
 
     def spawn(self) -> Child:
         try:
@@ -228,6 +233,21 @@ class Zygote:
         """How many of the submission's processes the kernel has killed so far for exceeding
         its memory limit together (0 without a memory cgroup)."""
         return self._cgroup.oom_kills() if self._cgroup else 0
+
+    def cpu_seconds(self, child: Child) -> float | None:
+        """CPU time the submission has used so far: all its processes together where its cgroup
+        accounts it, else ``child``'s and its waited-for children's where the child runs the code
+        itself; None where neither can be read."""
+        if self._cgroup is not None and (seconds := self._cgroup.cpu_seconds()) is not None:
+            return seconds
+        if not self._child_runs_the_code:
+            return None
+        try:  # the fields after the command, which may hold spaces and parentheses
+            fields = Path(f"/proc/{child.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            return None
+        utime, stime, cutime, cstime = (int(field) for field in fields[11:15])
+        return (utime + stime + cutime + cstime) / os.sysconf("SC_CLK_TCK")
 
     def stop(self) -> None:
         self._control.close()  # the zygote kills its children and exits on EOF

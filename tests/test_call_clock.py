@@ -1,0 +1,114 @@
+"""A call's time limit counts the CPU time the submission used, not the wall clock: a busy
+machine (the time a call waits for a CPU, or sleeps) never times out correct code, and code
+that computes past its limit still stops there. Waiting is bounded too: a call that gives no
+answer is stopped after ``WALL_PER_CPU_SECOND`` wall seconds per second of its limit."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import replace
+
+import pytest
+
+from grader.sandbox.cgroups import SubmissionCgroup
+from grader.sandbox.child_process import WALL_PER_CPU_SECOND
+from grader.sandbox.errors import StudentTimeout
+from grader.sandbox.zygote import Child, Zygote
+from tests.conftest import descendants
+from tests.test_sandbox import LIMITS, session_for  # noqa: F401  (the fixture)
+
+ONE_SECOND = replace(LIMITS, call_timeout_s=1.0)
+
+# Seconds of CPU a call computes for, measured in the child itself.
+BURN = '''
+import time
+def burn(seconds):
+    start = time.process_time()
+    while time.process_time() - start < seconds:
+        pass
+    return 1
+'''
+
+
+@pytest.mark.slow
+def test_a_call_that_waits_for_a_cpu_is_not_timed_out(session_for):  # noqa: F811
+    # The student's processes are stopped for 4 s in the middle of 0.5 s of computing, as a
+    # busy machine's scheduler would leave them waiting: past the 3 s limit as a wall clock
+    # counts, well within it as CPU time.
+    limits = replace(LIMITS, call_timeout_s=3.0)
+    session = session_for(BURN, limits=limits)
+    session.call("burn", 0.01)
+    child = session._process._child.pid
+    processes = [child, *descendants(child)]  # outside its namespaces, a relay; the code runs below
+
+    def hold() -> None:
+        time.sleep(0.1)
+        for pid in processes:
+            os.kill(pid, signal.SIGSTOP)
+        time.sleep(4)
+        for pid in processes:
+            os.kill(pid, signal.SIGCONT)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    started = time.monotonic()
+    try:
+        assert session.call("burn", 0.5) == 1
+        waited = time.monotonic() - started
+    finally:
+        holder.join()
+    assert waited > limits.call_timeout_s  # a wall-clock limit would have stopped it
+
+
+def test_time_asleep_is_not_computing_and_does_not_count(session_for):  # noqa: F811
+    session = session_for("import time\ndef nap():\n    time.sleep(1.5)\n    return 2\n", limits=ONE_SECOND)
+    assert session.call("nap") == 2
+
+
+def test_computing_past_the_limit_stops_the_call_at_its_limit(session_for):  # noqa: F811
+    session = session_for(BURN, limits=ONE_SECOND)
+    with pytest.raises(StudentTimeout, match=r"^burn: time limit of 1 s exceeded$"):
+        session.call("burn", 30)
+    assert session.call("burn", 0.01) == 1  # a fresh child serves the next call
+
+
+def test_a_call_that_never_answers_is_stopped_by_the_wall_clock(session_for):  # noqa: F811
+    session = session_for("import time\ndef forever():\n    time.sleep(10**6)\n", limits=ONE_SECOND)
+    started = time.monotonic()
+    with pytest.raises(StudentTimeout, match=f"no answer after {WALL_PER_CPU_SECOND:g} s of waiting"):
+        session.call("forever")
+    assert time.monotonic() - started < 30
+
+
+@pytest.mark.parametrize("files, seconds", [
+    ({"cpu.stat": "usage_usec 2500000\nuser_usec 2000000\nsystem_usec 500000\n"}, 2.5),  # v2
+    ({"cpuacct.usage": "1250000000\n"}, 1.25),  # v1, nanoseconds
+    ({"cpu.max": "100000 100000\n"}, None),  # nothing accounts it
+])
+def test_a_cgroup_s_cpu_time_is_read_in_either_version(tmp_path, files, seconds):
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    assert SubmissionCgroup([tmp_path]).cpu_seconds() == seconds
+
+
+def test_without_a_cgroup_the_child_s_own_cpu_time_is_read_from_proc():
+    spinner = subprocess.Popen([sys.executable, "-c", "import time\nt = time.process_time()\n"
+                                "while time.process_time() - t < 0.3:\n    pass\ntime.sleep(60)\n"])
+    try:
+        zygote = Zygote(control=None, pid=0)  # no cgroup, and the child runs the code itself
+        child = Child(spinner.pid, sock=None, output=-1)
+        deadline = time.monotonic() + 30
+        while (used := zygote.cpu_seconds(child)) < 0.3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert 0.3 <= used < 5
+    finally:
+        spinner.kill()
+        spinner.wait()
+    assert zygote.cpu_seconds(child) is None  # gone: no clock, and the wall clock counts instead
+    # Outside its namespaces the child is a relay, whose CPU time says nothing: the wall clock counts.
+    assert Zygote(control=None, pid=0, child_runs_the_code=False).cpu_seconds(Child(os.getpid(), None, -1)) is None
