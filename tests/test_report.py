@@ -43,10 +43,13 @@ def report(**changes) -> GradeReport:
 
 
 def version_6(data: dict) -> dict:
-    """``data`` as a version-6 grader wrote it."""
-    return {**data, "schema_version": 6, "parts": [
-        {**part, "scored_by": {key: value for key, value in part["scored_by"].items() if key != "charged_to"}}
-        for part in data["parts"]]}
+    """``data`` as a version-6 grader wrote it (one priced mistake at most, nothing charged elsewhere)."""
+    def scored_by(v7: dict) -> dict:
+        (mistake, deduction), = v7["deductions"].items() or [(None, None)]
+        return {"rule": v7["rule"], "mistake": mistake, "deduction": deduction, "tests_score": v7["tests_score"]}
+
+    return {**data, "schema_version": 6, "parts": [{**part, "scored_by": scored_by(part["scored_by"])}
+                                                   for part in data["parts"]]}
 
 
 def version_5(data: dict) -> dict:
@@ -138,7 +141,7 @@ def test_a_version_5_report_reads_as_scored_by_its_tests_with_no_evidence():
 
 
 def test_a_version_6_report_reads_as_charging_nothing_elsewhere():
-    rubric = ScoredBy(Rule.RUBRIC, "scores not scaled", 3.0, 3.0)
+    rubric = ScoredBy(Rule.RUBRIC, {"scores not scaled": 3.0}, 0.0, 3.0)
     current = report(parts=[replace(report().parts[0], scored_by=rubric)])
     old = version_6(current.to_dict())
     jsonschema.validate(old, schema(6))  # what a version-6 grader wrote
@@ -158,7 +161,7 @@ def test_a_part_scored_by_the_rubric_round_trips_with_its_evidence_and_is_valid(
     test = Result("test_values", "failed", "values differ", "scores not scaled: divide by sqrt(d_k)", 0.0, 3.0,
                   mistake="scores not scaled", passes_with_stock=False)
     part = PartResult("MultiHeadAttention", 11.0, 14.0, "scores not scaled: divide by sqrt(d_k)", [test],
-                      ["scores not scaled: divide by sqrt(d_k)"], scored_by=ScoredBy(Rule.RUBRIC, "scores not scaled", 3.0, 3.0))
+                      ["scores not scaled: divide by sqrt(d_k)"], scored_by=ScoredBy(Rule.RUBRIC, {"scores not scaled": 3.0}, 0.0, 3.0))
     scored = report(parts=[part], score=11.0, max_score=14.0)
     assert_valid(scored)
     assert GradeReport.from_dict(json.loads(json.dumps(scored.to_dict()))) == scored

@@ -44,7 +44,7 @@ def test_a_priced_mistake_costs_the_part_where_it_is_made_exactly_its_deduction(
         result = part(report, part_id)
         assert result.max_score - result.score == deduction, (part_id, result.score, result.max_score, result.hint)
         if result.scored_by.rule == Rule.RUBRIC:  # the tests alone took more
-            assert (result.scored_by.mistake, result.scored_by.deduction) == (mistake, deduction)
+            assert (result.scored_by.deductions, result.scored_by.unexplained) == ({mistake: deduction}, 0)
             assert result.scored_by.tests_score < result.score
             assert all(test.mistake == mistake for test in result.tests if test.outcome != "passed")
 
@@ -56,8 +56,8 @@ def test_each_part_the_rubric_scores_says_so_with_its_evidence(grade_source):
     mha = part(report, "MultiHeadAttention")
     words = "scores scaled by `sqrt(d_model)` instead of the head dimension"
     assert (mha.score, mha.max_score) == (13.0, 16.0)
-    assert (mha.scored_by.rule, mha.scored_by.mistake, mha.scored_by.deduction, mha.scored_by.tests_score) == (
-        Rule.RUBRIC, words, 3.0, 5.0)
+    assert (mha.scored_by.rule, mha.scored_by.deductions, mha.scored_by.unexplained, mha.scored_by.tests_score) == (
+        Rule.RUBRIC, {words: 3.0}, 0.0, 5.0)
     assert report.score == report.max_score - 3
 
 
@@ -71,3 +71,33 @@ def test_a_course_that_turns_the_rubric_off_is_scored_by_its_tests(grade_source,
                                  "d_k = q.size(-1) * q.size(1)\n"), assignment=course / "03")
     mha = part(report, "MultiHeadAttention")
     assert (mha.score, mha.scored_by.rule) == (5.0, Rule.TESTS)
+
+
+# A priced mistake beside an unrelated slip, as students write them: the mistake costs its
+# deduction, the slip its own test's points. Before: the slip turned the rubric off, and the
+# priced mistake cost 3-4 times its deduction (03: 4 / 16; 07's Head: 7 / 15).
+NO_DIVISIBILITY_CHECK = ('        if d_model % num_heads != 0:\n'
+                         '            raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")\n', "")
+SCALE_D_MODEL_03 = ("d_k = q.size(-1)\n", "d_k = q.size(-1) * q.size(1)\n")
+# Karpathy's "Let's build GPT" Head: scaled by C, the input width, and no check of T.
+KARPATHY_SCALE = ("        _, length, _ = x.shape\n", "        _, length, C = x.shape\n")
+KARPATHY_SCALE_USED = ("* k.size(-1) ** -0.5", "* C ** -0.5")
+HEAD_LENGTH_UNCHECKED = ("        _check_length(length, self.tril.size(0))\n        k, q, v", "        k, q, v")
+
+
+@pytest.mark.parametrize("assignment_id, edits, part_id, score, unexplained", [
+    pytest.param("03", [SCALE_D_MODEL_03, NO_DIVISIBILITY_CHECK], "MultiHeadAttention", 12, 1, id="03 sqrt(d_model), no check"),
+    pytest.param("07", [KARPATHY_SCALE, KARPATHY_SCALE_USED, HEAD_LENGTH_UNCHECKED], "Head", 12, 1, id="07 Karpathy's Head"),
+])
+def test_a_priced_mistake_beside_a_slip_costs_its_deduction_and_the_slip_its_points(
+        grade_source, assignment_id, edits, part_id, score, unexplained):
+    assignment = Assignment.load(ROOT / "assignments" / assignment_id)
+    source = as_submission(module_for(assignment_id))
+    for old, new in edits:
+        source = mutant(source, old, new)
+    result = part(grade_source(source, assignment=assignment.directory), part_id)
+    assert result.score == score
+    assert result.scored_by.rule == Rule.RUBRIC and result.scored_by.unexplained == unexplained
+    (mistake, deduction), = result.scored_by.deductions.items()
+    assert dict(assignment.deductions)[mistake] == deduction
+    assert result.scored_by.tests_score < score

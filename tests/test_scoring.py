@@ -191,7 +191,7 @@ def test_a_part_whose_every_failure_is_one_priced_mistake_loses_its_deduction():
     part = mha(result("passed", None, 3), result("failed", "scaled by sqrt(d_model)", 3, mistake=SCALE),
                result("failed", "scaled by sqrt(d_model)", 6, mistake=SCALE), result("failed", None, 2, mistake=SCALE))
     assert (part.score, part.max_score) == (11.0, 14.0)
-    assert part.scored_by == ScoredBy(Rule.RUBRIC, SCALE, 3.0, 3.0)
+    assert part.scored_by == ScoredBy(Rule.RUBRIC, {SCALE: 3.0}, 0.0, 3.0)
     assert describe_scoring(part.scored_by) == f"scored by the rubric: {SCALE}, -3 (the tests alone: 3)"
     assert part.hints == ["scaled by sqrt(d_model)"]  # the hints are the tests' as ever
 
@@ -203,9 +203,34 @@ def test_the_rubric_prices_the_part_s_own_mistake_once_the_used_part_s_are_charg
              ("MultiHeadAttention", result("passed", None, 8))]
     mha = score_parts(PARTS_03, tests, MHA_USES, RUBRIC)[2]
     assert (mha.score, mha.max_score) == (13, 16)
-    assert mha.scored_by == ScoredBy(Rule.RUBRIC, SCALE, 3.0, 8.0, ["split_heads"])
+    assert mha.scored_by == ScoredBy(Rule.RUBRIC, {SCALE: 3.0}, 0.0, 8.0, ["split_heads"])
     assert describe_scoring(mha.scored_by) == (f"scored by the rubric: {SCALE}, -3; tests that fail only through "
                                                "split_heads are charged there (the tests alone: 8)")
+
+
+def test_a_second_unrelated_slip_costs_its_own_points_not_the_rubric_s_whole_benefit():
+    # Karpathy's Head as written: scores scaled by C (priced 2), which fails 8 points of checks,
+    # and no ValueError for T > context_length, a 1-point test no priced mistake explains.
+    part = mha(result("passed", None, 6), result("failed", "scaled", 3, mistake=SCALE),
+               result("failed", "scaled", 5, mistake=SCALE), result("failed", "raise ValueError", 1))
+    assert (part.score, part.max_score) == (11.0, 15.0)  # 15 - 3 (the deduction) - 1 (the ValueError test)
+    assert part.scored_by == ScoredBy(Rule.RUBRIC, {SCALE: 3.0}, 1.0, 6.0)
+    assert describe_scoring(part.scored_by) == \
+        f"scored by the rubric: {SCALE}, -3; other failing checks, -1 (the tests alone: 6)"
+
+
+def test_two_priced_mistakes_each_cost_their_deduction_once():
+    softmax = "softmax over the wrong dimension"
+    part = mha(result("passed", None, 4), result("failed", "scaled", 5, mistake=SCALE),
+               result("failed", "softmax", 3, mistake=softmax), result("failed", "softmax", 2, mistake=softmax))
+    assert part.score == 14 - 3 - 4
+    assert part.scored_by.deductions == {SCALE: 3.0, softmax: 4.0} and part.scored_by.unexplained == 0
+
+
+def test_a_priced_mistake_never_costs_more_than_its_tests_lose():
+    # The scale is priced 3 but its one failing check is worth 1; the other failure is unexplained.
+    part = mha(result("passed", None, 8), result("failed", "scaled", 1, mistake=SCALE), result("failed", None, 5))
+    assert part.score == 8 and part.scored_by == ScoredBy(Rule.TESTS)
 
 
 @pytest.mark.parametrize("failing", [

@@ -59,17 +59,21 @@ class TestResult:
 class Rule:
     """What a part's ``scored_by.rule`` says decided its score."""
     TESTS = "tests"  # the points of the tests it passed, and of those it failed only through parts it uses
-    RUBRIC = "rubric"  # its points less the deduction of the one named mistake behind every failing test
+    # Its points less each priced mistake's deduction (once, however many tests show it) and the
+    # points of the failing tests no priced mistake explains.
+    RUBRIC = "rubric"
 
 
 @dataclass
 class ScoredBy:
-    """Which rule scored a part. Under the rubric: the contract's words for the ``mistake``, its
-    ``deduction``, and what the tests alone would have given (``tests_score``)."""
+    """Which rule scored a part. Under the rubric: each priced mistake a failing check matched
+    (the contract's words) and the points it cost (``deductions``), and the points of the
+    failing tests that no priced mistake explains (``unexplained``). ``tests_score``: what
+    the tests alone gave, where the score is not that."""
 
     rule: str = Rule.TESTS
-    mistake: str | None = None
-    deduction: float | None = None
+    deductions: dict[str, float] = field(default_factory=dict)
+    unexplained: float | None = None
     tests_score: float | None = None
     # The failing parts this part uses, where some of its failing tests passed with stock parts in
     # their place: those tests' points are charged there, not here (tests_score: what the tests gave).
@@ -225,10 +229,18 @@ def upgraded(data: dict) -> dict:
             for part in data["parts"]])
     if data["schema_version"] == 6:
         # Version 7 charges a test that failed only through a failing part this part uses to that
-        # part (scored_by.charged_to); version 6 charged it here too.
-        data.update(schema_version=7, parts=[{**part, "scored_by": {**part["scored_by"], "charged_to": []}}
+        # part (scored_by.charged_to; version 6 charged it here too), and lets the rubric price
+        # several mistakes and charge the failures none explains (version 6 applied it only where
+        # one priced mistake explained every failure).
+        data.update(schema_version=7, parts=[{**part, "scored_by": _scored_by_v7(part["scored_by"])}
                                              for part in data["parts"]])
     return data
+
+
+def _scored_by_v7(v6: dict) -> dict:
+    rubric = v6["rule"] == Rule.RUBRIC
+    return {"rule": v6["rule"], "deductions": {v6["mistake"]: v6["deduction"]} if rubric else {},
+            "unexplained": 0.0 if rubric else None, "tests_score": v6["tests_score"], "charged_to": []}
 
 
 def write_atomic(path: Path, text: str) -> None:

@@ -63,7 +63,10 @@ def describe_scoring(scored_by: ScoredBy) -> str | None:
     (the tests alone: 5)"."""
     said = []
     if scored_by.rule == Rule.RUBRIC:
-        said.append(f"scored by the rubric: {scored_by.mistake}, -{scored_by.deduction:g}")
+        taken = [f"{mistake}, -{points:g}" for mistake, points in scored_by.deductions.items()]
+        if scored_by.unexplained:
+            taken.append(f"other failing checks, -{scored_by.unexplained:g}")
+        said.append(f"scored by the rubric: {'; '.join(taken)}")
     if scored_by.charged_to:
         said.append(f"tests that fail only through {', '.join(scored_by.charged_to)} are charged there")
     if not said:

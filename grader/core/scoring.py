@@ -1,9 +1,11 @@
 """From per-test results to per-part scores and the hints a student sees per part.
 
-A part's score is the points of the tests it passed, unless the rubric says otherwise: when
-every failing test's check matched the value of one and the same named mistake (the evidence,
-``TestResult.mistake``) and the contract prices that mistake, the part scores its points less
-that deduction, if that is more. A failing check that matched no mistake leaves it to the tests.
+A part's score is the points of the tests it passed, unless the rubric gives more: each
+named mistake the contract prices whose value a failing check matched (the evidence,
+``TestResult.mistake``) costs its deduction once, however many tests show it (and no more
+than they lose), and each failing test that no priced mistake explains costs its points. So a
+one-token bug that breaks most of a part's tests costs what the contract says, and a second,
+unrelated slip costs what its own tests do, not the rubric's whole benefit.
 
 A mistake costs points once, in the part where it is made: a failing test that passed once the
 grader's stock parts stood in for the failing parts this part uses (``passes_with_stock``)
@@ -55,11 +57,11 @@ def score_parts(part_ids: tuple[str, ...], tests: list[tuple[str, TestResult]],
         own_score = tests_score + sum(result.max_score - result.score for result in elsewhere)
         scored_by = by_rubric([result for result in results if result not in elsewhere], max_score, own_score,
                               deductions or {})
-        if elsewhere:  # what the tests alone gave, and where the rest is charged
-            scored_by = replace(scored_by or ScoredBy(), tests_score=tests_score, charged_to=culprits)
+        if scored_by or elsewhere:  # what the tests alone gave, and where the rest is charged
+            scored_by = replace(scored_by or ScoredBy(), tests_score=tests_score, charged_to=culprits if elsewhere else [])
         parts.append(PartResult(
             id=part_id,
-            score=own_score if scored_by is None or scored_by.rule == Rule.TESTS else max_score - scored_by.deduction,
+            score=own_score if scored_by is None or scored_by.rule == Rule.TESTS else rubric_score(max_score, scored_by),
             max_score=max_score,
             hint=None,
             tests=results,
@@ -74,19 +76,31 @@ def score_parts(part_ids: tuple[str, ...], tests: list[tuple[str, TestResult]],
     return parts
 
 
-def by_rubric(results: list[TestResult], max_score: float, tests_score: float,
+def by_rubric(results: list[TestResult], max_score: float, score: float,
               deductions: Mapping[str, float]) -> ScoredBy | None:
-    """How the rubric scores a part whose failing tests are ``results``' failing ones, or None
-    when the tests decide: some failing test matched no priced mistake, two matched different
-    ones, or the deduction would take more than the tests do."""
-    failing = [result for result in results if result.outcome != Outcome.PASSED]
-    mistakes = {result.mistake for result in failing}
-    if len(mistakes) != 1:
+    """How the rubric scores a part whose tests are ``results`` (those charged elsewhere left
+    out), or None when the tests decide (``score``: what they give): each priced mistake that a
+    failing check matched costs its deduction once (no more than its tests lose), and each
+    failing test that no priced mistake explains costs its points. None where no failing check
+    matched a priced mistake, or where that takes as much as the tests do."""
+    lost_to: dict[str, float] = {}
+    unexplained = 0.0
+    for result in results:
+        if result.outcome == Outcome.PASSED:
+            continue
+        lost = result.max_score - result.score
+        if result.mistake in deductions:
+            lost_to[result.mistake] = lost_to.get(result.mistake, 0.0) + lost
+        else:
+            unexplained += lost
+    taken = {mistake: min(deductions[mistake], lost) for mistake, lost in lost_to.items()}
+    if not taken or max_score - sum(taken.values()) - unexplained <= score:
         return None
-    mistake = mistakes.pop()
-    if mistake not in deductions or max_score - deductions[mistake] <= tests_score:
-        return None
-    return ScoredBy(Rule.RUBRIC, mistake, deductions[mistake], tests_score)
+    return ScoredBy(Rule.RUBRIC, taken, unexplained)
+
+
+def rubric_score(max_score: float, scored_by: ScoredBy) -> float:
+    return max_score - sum(scored_by.deductions.values()) - scored_by.unexplained
 
 
 def part_hints(results: list[TestResult]) -> list[str]:
