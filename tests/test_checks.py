@@ -626,6 +626,33 @@ def test_code_that_needs_values_is_judged_on_the_real_device():
     assert seen == ["meta", "cpu"]
 
 
+def test_an_output_of_another_shape_on_meta_is_judged_on_the_real_device():
+    # .tolist() on meta reads zeros: a loop that stops on a value may stop elsewhere there.
+    seen = []
+
+    def run(where):
+        seen.append(where.type)
+        return torch.zeros(2, 3 if where.type == "cpu" else 5, device=where)
+    expect_follows_device("f(x)", run, torch.device("cpu"), shape=(2, 3))
+    assert seen == ["meta", "cpu"]
+
+
+def test_on_meta_a_move_to_the_cpu_arrives_as_zeros_and_shows_where_it_goes():
+    from grader.sandbox._child import _OnTheInputsDevice
+
+    x = torch.ones(2, 3, device="meta")
+    with _OnTheInputsDevice():
+        moved = x.cpu()
+        assert (moved.device.type, moved.shape, x.to("cpu", torch.float64).dtype) == ("cpu", x.shape, torch.float64)
+        assert torch.equal(torch.ones(2, 3).copy_(x), torch.zeros(2, 3))
+        assert x.tolist() == [[0.0] * 3] * 2  # a value read: zeros, and no error
+        assert x.to(torch.float64).device.type == "meta"  # not a move
+        for mixed in (lambda: torch.cat([moved, x]), lambda: x.clone().masked_fill_(moved > 0, 0.0),
+                      lambda: x.gather(1, torch.zeros(2, 1, dtype=torch.long))):
+            with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+                mixed()
+
+
 def test_a_stub_propagates_so_the_part_says_not_implemented():
     with pytest.raises(StudentException):
         expect_follows_device("f(x)", _raising("f: see README", "NotImplementedError"), torch.device("cpu"),

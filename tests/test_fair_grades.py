@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from grader.core import hints
 from grader.core.assignment import Assignment
 from reference import as_submission, module_for
 from reference.hidden.a05 import variants as variants_05
@@ -153,6 +154,21 @@ def test_a_causal_self_attention_that_returns_a_tuple_earns_no_causality_or_buff
     failed = {test.name for test in parts["CausalSelfAttention"].tests if test.outcome != "passed"}
     assert {"test_csa_no_position_sees_a_later_one", "test_csa_mask_is_a_registered_buffer",
             "test_csa_follows_the_input_device"} <= failed
+
+
+@pytest.mark.parametrize("assignment_id, edit, part_id", [
+    # The mask moved to the CPU before it fills the scores (the device test passes a mask).
+    ("03", ('scores.masked_fill(~mask, float("-inf"))', 'scores.masked_fill(~mask.cpu(), float("-inf"))'),
+     "MultiHeadAttention"),
+    # The positions' table moved to the CPU, as code written for a CPU does.
+    ("04", ("x + self.pe[:T].to(x.dtype)", "x + self.pe[:T].cpu().to(x.dtype)"), "PositionalEncoding"),
+    ("07", ("        return weights @ v  # (B, T, hs)", "        return (weights @ v).cpu()  # (B, T, hs)"), "Head"),
+])
+def test_code_that_moves_tensors_to_the_cpu_loses_the_device_point(grade_source, assignment_id, edit, part_id):
+    # On a GPU it returns a CPU tensor, or mixes devices and raises: the device test's point, and no more.
+    parts = graded(grade_source, assignment_id, edit)
+    assert parts[part_id].max_score - parts[part_id].score == 1
+    assert parts[part_id].hint == hints.FIXED_DEVICE
 
 
 def test_greedy_decoding_that_feeds_bos_over_and_over_earns_no_value_points(grade_source):

@@ -47,8 +47,9 @@ class Part:
     signature: str | None = None  # "split_heads(x, num_heads)"; None: no stub, graded through other parts
     methods: tuple[str, ...] = ()  # a class's methods besides __init__: "forward(x, mask=None)"
     # Parts of the same assignment it calls and is graded through, so that their mistakes
-    # show in its tests: a failing part whose used part fails says to fix that one first.
-    # A part graded with those pieces as black boxes (part isolation) declares none.
+    # show in its tests: a failing test that passes with the stock part in place of a failing
+    # used part is charged there, and says to fix that one first. (Part isolation grades a
+    # part's values with its pieces as black boxes; what it does not cover, the stock parts do.)
     uses: tuple[str, ...] = ()
 
     @classmethod

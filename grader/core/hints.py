@@ -47,7 +47,8 @@ DROPOUT_UNSCALED = ("dropout survivors are not scaled by 1/(1-p) (each value mus
                     "nn.Dropout or F.dropout, which scale them")
 DROPOUT_RATE_IGNORED = ("dropout does not drop at the rate the module is given (a rate hard-coded, nn.Dropout(0.1), or "
                         "dropout left out): build it from the constructor's argument, nn.Dropout(dropout)")
-FIXED_DEVICE = "a tensor is created on a fixed device; create it on the input's device"
+FIXED_DEVICE = ("a tensor is created on, or moved to, a fixed device (torch.arange(T) with no device=, .cpu(), "
+                ".to('cpu')): create and keep tensors on the input's device (device=x.device)")
 
 # A parameter that changes nothing (grader.suite.checks.expect_computes_with); ``{module}`` names it.
 UNUSED_PARAMETERS = ("{module} takes no part in forward: its parameters change nothing in the output; compute "

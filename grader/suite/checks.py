@@ -91,6 +91,8 @@ def expect_follows_device(
             raise
         got, where = output_on(device), device
     several = bool(shape) and not isinstance(shape[0], int)
+    if where != device and _on_where_of_another_shape(got, where, shape if several else (shape,)):
+        got, where = output_on(device), device  # a shape that follows values, which meta holds none of
     if several and not (isinstance(got, tuple) and len(got) == len(shape)):
         raise CheckFailed(f"{what}: expected {len(shape)} tensors, got {describe_value(got)}",
                           _not_a_tensor_hint(got))
@@ -98,6 +100,14 @@ def expect_follows_device(
         hint = hints.FIXED_DEVICE if isinstance(value, torch.Tensor) and value.device.type != where.type else None
         expect_tensor(f"{what}, its input on the {where.type} device", value, device=where, hint=hint)
         expect_tensor(what, value, shape=value_shape, dtype=dtype)
+
+
+def _on_where_of_another_shape(got: Any, where: torch.device, shapes: Sequence[tuple[int, ...]]) -> bool:
+    """Whether ``got`` is all on ``where``, as tensors, and some is not of its shape."""
+    values = got if isinstance(got, tuple) else (got,)
+    return (len(values) == len(shapes) and all(isinstance(value, torch.Tensor) and value.device == where
+                                               for value in values)
+            and any(tuple(value.shape) != tuple(value_shape) for value, value_shape in zip(values, shapes)))
 
 
 def expect_token_ids(

@@ -165,13 +165,14 @@ def test_mha_dropout_zeroes_attention_weights_in_training_mode(student, referenc
 
 def test_mha_follows_the_input_device(student, make_input, device):
     x = make_input(1, 2, D_MODEL, seed=20)
+    causal = torch.ones(1, 1, 2, 2, dtype=torch.bool).tril()  # a mask too: code may move it elsewhere
 
     def output_on(where):
         module = student.new("MultiHeadAttention", D_MODEL, NUM_HEADS)
         module.method("to", where)
-        return module(*(x.to(where),) * 3)
+        return module(*(x.to(where),) * 3, causal.to(where))
 
-    expect_follows_device("MultiHeadAttention(x, x, x)", output_on, device, shape=(1, 2, D_MODEL))
+    expect_follows_device("MultiHeadAttention(x, x, x, mask)", output_on, device, shape=(1, 2, D_MODEL))
 
 
 def test_mha_rejects_indivisible_model_dimension(student):
