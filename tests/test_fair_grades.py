@@ -171,6 +171,23 @@ def test_code_that_moves_tensors_to_the_cpu_loses_the_device_point(grade_source,
     assert parts[part_id].hint == hints.FIXED_DEVICE
 
 
+@pytest.mark.parametrize("assignment_id, edit, part_id, users", [
+    # A Head that masks with a table made on the CPU: MultiHead, Block and GPT hold that Head and
+    # fail their device tests too, and pass them with the stock pieces. Before: -1 in all four.
+    ("07", ("scores.masked_fill(~self.tril[:length, :length],",
+            "scores.masked_fill(torch.tril(torch.ones(length, length)) == 0,"), "Head", ("MultiHead", "Block", "GPT")),
+    # An EncoderLayer whose output goes to the CPU: the Transformer holds it. Before: -1 in both.
+    ("05", ("return self.norm2(x + self.dropout(self.ffn(x)))  # (B, S, d_model)",
+            "return self.norm2(x + self.dropout(self.ffn(x))).cpu()  # (B, S, d_model)"), "EncoderLayer", ("Transformer",)),
+])
+def test_a_piece_s_device_mistake_costs_the_piece_alone(grade_source, assignment_id, edit, part_id, users):
+    parts = graded(grade_source, assignment_id, edit)
+    assert lost(parts) == {part_id: 1}
+    assert parts[part_id].hint == hints.FIXED_DEVICE
+    for user in users:  # each says where to look, and why it kept its point
+        assert parts[user].hint.startswith("fix ") and parts[user].scored_by.charged_to
+
+
 def test_greedy_decoding_that_feeds_bos_over_and_over_earns_no_value_points(grade_source):
     # The model's predictions depend on what it is fed: a decoder that sees only the length fails.
     parts = graded(grade_source, "06", ("logits = model(src, out)  # (B, t, V)",

@@ -156,6 +156,16 @@ def test_a_part_that_fails_only_through_a_used_part_keeps_every_point():
     assert parts[1].hint == fix_first(["split_heads"])  # still told where the failure comes from
 
 
+@pytest.mark.parametrize("whole", [hints.NOT_IMPLEMENTED, hints.NOT_FOUND])
+def test_a_used_part_not_written_pays_for_nothing_so_the_part_that_uses_it_does(whole):
+    # 05: an inline feed-forward stands for a FeedForward whose class is still the stub.
+    tests = [("FeedForward", result("failed", whole, 4)),
+             ("EncoderLayer", result("failed", "ffn: the contract names linear1, linear2", 1, stock=True)),
+             ("EncoderLayer", result("passed", None, 11))]
+    parts = score_parts(("FeedForward", "EncoderLayer"), tests, {"EncoderLayer": ("FeedForward",)})
+    assert [part.score for part in parts] == [0, 11] and parts[1].scored_by == ScoredBy()
+
+
 def test_a_part_with_nothing_to_write_counts_its_tests_however_its_used_part_fails():
     # 06's end_to_end trains with the student's train_step, which never steps: it is train_step in use.
     tests = [("train_step", result("failed", "no optimizer step", 7)),

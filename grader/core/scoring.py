@@ -10,8 +10,10 @@ unrelated slip costs what its own tests do, not the rubric's whole benefit.
 A mistake costs points once, in the part where it is made: a failing test that passed once the
 grader's stock parts stood in for the failing parts this part uses (``passes_with_stock``)
 failed through those parts, which pay for it in their own tests; this part keeps its points
-(``ScoredBy.charged_to`` says where they went). A part with nothing to write (an end-to-end
-run of the student's train_step) is the used parts' work in use: its tests always count.
+(``ScoredBy.charged_to`` says where they went). Not where a used part is not written (a stub,
+or not found), which has nothing of its own to pay with: a layer whose inline feed-forward
+stands for a FeedForward never written pays for it. Nor in a part with nothing to write (an
+end-to-end run of the student's train_step), which is the used parts' work in use.
 
 A part's hints are its distinct named mistakes, the one that cost the most points first: a
 one-point names mismatch does not hide an inverted mask that fails seven. When a part fails
@@ -47,10 +49,11 @@ def score_parts(part_ids: tuple[str, ...], tests: list[tuple[str, TestResult]],
     so they count however those parts fail."""
     parts = []
     failing = {part for part, result in tests if result.outcome != Outcome.PASSED}
+    unwritten = {part for part in failing if _unwritten([result for p, result in tests if p == part])}
     for part_id in part_ids:
         results = [result for part, result in tests if part == part_id]
         culprits = [used for used in (uses or {}).get(part_id, ()) if used in failing]
-        charges = culprits and part_id not in nothing_to_write
+        charges = culprits and part_id not in nothing_to_write and not unwritten & set(culprits)
         elsewhere = [result for result in results if charges and _fails_through_used_parts(result)]
         max_score = sum(result.max_score for result in results)
         tests_score = sum(result.score for result in results)
@@ -154,6 +157,11 @@ def _hints_with_culprits(part: PartResult, culprits: Sequence[str]) -> list[str]
         return [fix_first(culprits), *part.hints][:MAX_HINTS]
     own_hints = part_hints(own)
     return [own_hints[0] if own_hints else wrong_by_itself(part.id, culprits), also_fails(culprits)]
+
+
+def _unwritten(results: list[TestResult]) -> bool:
+    """Whether a part's every failure says it is a stub, or not there."""
+    return part_hints(results) in ([hint] for hint in _WHOLE_PART_HINTS)
 
 
 def _fails_through_used_parts(result: TestResult) -> bool:

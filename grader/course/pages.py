@@ -29,8 +29,9 @@ RUBRIC = (
     "A mistake costs points once, in the part where it is made: a test of a part that fails with the "
     "student's own pieces (the parts it `uses`) and passes once the grader's correct pieces stand in for "
     "the failing ones costs this part nothing; the pieces pay for their mistake in their own tests "
-    "(`parts[].scored_by.charged_to`). A part with nothing to write (an end-to-end run) is its pieces' "
-    "work in use: its tests always count."
+    "(`parts[].scored_by.charged_to`). Not where the piece is not written (a stub), which has nothing "
+    "to pay with, and not in a part with nothing to write (an end-to-end run), which is its pieces' work "
+    "in use: there the tests count."
 )
 
 
