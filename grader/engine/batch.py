@@ -29,7 +29,6 @@ from grader.results.changes import keep_replaced, run_stamp
 from grader.results.folder import (
     BatchResult,
     Regrade,
-    check_assignment,
     previous_gradebook,
     prune_reports,
     report_path,
@@ -91,8 +90,7 @@ def grade_batch(
     if batch.executor != "ray":  # a Ray worker resolves the device where it grades
         options = replace(options, device=resolve_device(options.device))
     overrides = overrides or Overrides()
-    check_assignment(out, assignment.id)  # before anything is written there
-    stored = stored_reports(out)
+    stored = stored_reports(out, assignment.id)  # checks the folder is the assignment's, before anything is written
     files = discover(folder)
     students = handins(files, folder, assignment, roster, all_files=batch.all_files, pins=overrides.pins())
     overrides.check(students, assignment.parts)  # and there

@@ -194,9 +194,20 @@ def report_name(relative: Path) -> str:
 def read_report(path: Path) -> GradeReport | None:
     """The report in ``path`` (upgraded to the current schema), or None when the file is not
     one this grader can read."""
+    return _report_in(_json_in(path))
+
+
+def _json_in(path: Path) -> object:
     try:
-        return GradeReport.from_dict(json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):  # AttributeError: JSON that is not an object
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _report_in(data: object) -> GradeReport | None:
+    try:
+        return GradeReport.from_dict(data)
+    except (ValueError, KeyError, TypeError, AttributeError):  # AttributeError: JSON that is not an object
         return None
 
 
@@ -226,31 +237,39 @@ def previous_gradebook(out: Path) -> dict[str, dict]:
     return {str(line.get("student")): line for line in _summary(out).get("gradebook", []) if isinstance(line, dict)}
 
 
-def stored_reports(out: Path) -> dict[str, GradeReport]:
-    """The reports in ``out/reports`` that this grader can read, by file name."""
-    return {path.name: report for path in sorted((out / "reports").glob("*.json"))
-            if (report := read_report(path)) is not None}
+def stored_reports(out: Path, assignment: str) -> dict[str, GradeReport]:
+    """The reports in ``out/reports`` that this grader can read, by file name, once the folder
+    is known to be ``assignment``'s (:func:`check_assignment`); each file is read once."""
+    reports: dict[str, GradeReport] = {}
+    named: set[str | None] = set()
+    for path in sorted((out / "reports").glob("*.json")):
+        data = _json_in(path)
+        named.add(_named_assignment(data))
+        if (report := _report_in(data)) is not None:
+            reports[path.name] = report
+    check_assignment(out, assignment, named)
+    return reports
 
 
-def check_assignment(out: Path, assignment: str) -> None:
+def check_assignment(out: Path, assignment: str, reports_name: set[str | None] | None = None) -> None:
     """A results folder belongs to one assignment: raises :class:`ResultsError` if anything in
     ``out`` names another (a report, current, removed or kept in history/, whatever its schema;
-    the summary), before anything is written there."""
-    others = {_named_assignment(path) for folder in ("reports", "removed", HISTORY)
-              for path in (out / folder).rglob("*.json")}
-    others |= {_named_assignment(out / "summary.json")}
+    the summary), before anything is written there. ``reports_name``: the assignments the
+    reports in ``out/reports`` name, where the caller has read them already."""
+    if reports_name is None:
+        reports_name = {_named_assignment(_json_in(path)) for path in (out / "reports").glob("*.json")}
+    others = reports_name | {_named_assignment(_json_in(path)) for folder in ("removed", HISTORY)
+                             for path in (out / folder).rglob("*.json")}
+    others |= {_named_assignment(_json_in(out / "summary.json"))}
     others -= {assignment, None}
     if others:
         raise ResultsError(f"{out} holds the results of assignment {', '.join(sorted(others))}, not {assignment}: "
                            "give each assignment its own --out folder")
 
 
-def _named_assignment(path: Path) -> str | None:
+def _named_assignment(data: object) -> str | None:
     """The assignment a JSON file of the grader's names, read as plainly as can be."""
-    try:
-        named = json.loads(path.read_text(encoding="utf-8")).get("assignment")
-    except (OSError, ValueError, AttributeError):
-        return None
+    named = data.get("assignment") if isinstance(data, dict) else None
     return str(named) if named is not None else None
 
 
