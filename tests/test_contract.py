@@ -155,8 +155,10 @@ def test_each_used_part_has_a_stock_part_to_stand_in_for_it(assignment):
     if not used:
         return
     assert assignment.stand_ins is not None and assignment.stand_ins.is_file(), assignment.id
-    defined = {node.name for node in ast.parse(assignment.stand_ins.read_text(encoding="utf-8")).body
-               if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
+    body = ast.parse(assignment.stand_ins.read_text(encoding="utf-8")).body
+    defined = {node.name for node in body if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
+    defined |= {name.id for node in body if isinstance(node, ast.Assign) for target in node.targets
+                for name in (target.elts if isinstance(target, ast.Tuple) else [target]) if isinstance(name, ast.Name)}
     assert used <= defined, used - defined
 
 
