@@ -72,8 +72,8 @@ same part with dropout off, so it holds for every correct way to draw the random
 zero or ``kept / (1 - p)``, about a fraction ``p`` zero; :func:`expect_no_dropout_at_zero`:
 built with ``dropout=0.0`` the part drops nothing (else its rate is hard-coded);
 :func:`expect_new_draws` ``(what, first, again, kept)``: two training-mode calls in a row drop
-different units (else a fixed seed); :func:`weights_behind` recovers the attention weights behind an attention's output, so
-dropout on them is seen; :func:`zero_fraction_bounds`. Values are graded with dropout off:
+different units (else a fixed seed); :func:`weights_behind` recovers the attention weights
+behind an attention's output, so dropout on them is seen; :func:`zero_fraction_bounds`. Values are graded with dropout off:
 :func:`in_eval_mode` ``(module)`` before comparing them. Their hints: ``DROPOUT_UNSCALED``,
 ``DROPOUT_RATE_IGNORED``, ``DROPOUT_SAME_UNITS``; a device hard-coded: ``FIXED_DEVICE``.
 

@@ -65,7 +65,7 @@ def expect_no_dropout_at_zero(what: str, train: Any, eval_: Any, *, atol: float,
 
 
 def expect_new_draws(what: str, first: torch.Tensor, again: Any, kept: torch.Tensor, *, atol: float,
-                     rtol: float, hint: str = hints.DROPOUT_SAME_UNITS) -> None:
+                     rtol: float) -> None:
     """Two training-mode calls in a row on one input drop different units, as dropout drawing
     from torch's global generator does (``nn.Dropout``, ``F.dropout``, a mask from ``torch.rand``),
     whatever it drops: ``first`` and ``again`` are the part's outputs, the grader's seed set
@@ -75,13 +75,13 @@ def expect_new_draws(what: str, first: torch.Tensor, again: Any, kept: torch.Ten
     dropped something is asked to change (one that differs from ``kept``): dropout missing,
     or ``p = 0``, gives the same output twice, and other checks grade that. For correct dropout
     at rate ``p`` on ``n`` elements the two calls agree with probability at most
-    ``max(p, 1-p) ** n``."""
+    ``max(p, 1-p) ** n``, ``n`` the elements whose dropping shows."""
     if not isinstance(first, torch.Tensor) or is_close(first, kept, atol=atol, rtol=rtol):
         return
     again = expect_tensor(f"{what}, called again", again, shape=first.shape)
     if is_close(again, first, atol=atol, rtol=rtol):
         raise CheckFailed(f"{what}: called twice in a row on the same input, it dropped the same units both "
-                          "times", hint)
+                          "times", hints.DROPOUT_SAME_UNITS)
 
 
 def expect_dropout(what: str, dropped: torch.Tensor | None, kept: torch.Tensor, p: float, *, atol: float,
