@@ -20,6 +20,7 @@ all differ (tests/test_variants_06.py checks it), tells which one the code makes
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cache
 
 import pytest
@@ -108,7 +109,8 @@ def strip_padding(tokens: torch.Tensor) -> torch.Tensor:
     return tokens[:, :width]
 
 
-def expect_decoded(what: str, got, model: torch.nn.Module, src: torch.Tensor, max_len: int, tell_apart) -> None:
+def expect_decoded(what: str, got, model: torch.nn.Module, src: torch.Tensor, max_len: int,
+                   tell_apart: Callable[[list[str]], str]) -> None:
     """``got`` is what greedy decoding of ``model`` gives, up to padding columns; else name
     the mistake whose output it is (``tell_apart`` picks one where several give it)."""
     want = greedy_decode(model, src, BOS, EOS, PAD, max_len)
@@ -131,7 +133,7 @@ def expect_decoded(what: str, got, model: torch.nn.Module, src: torch.Tensor, ma
     if same_tokens(got, want):  # token ids: exact
         return
     stripped, want = strip_padding(got), strip_padding(want)
-    mistake = named(lambda made: same_tokens(got, made))
+    mistake = named(lambda made: same_tokens(got, made))  # whose output ``stripped`` is
     try:
         expect_equal(what, stripped, want, mistakes={mistake: stripped} if mistake else None)
     except CheckFailed as failure:
