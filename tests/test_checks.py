@@ -548,6 +548,15 @@ def test_a_check_carries_the_contract_words_of_the_mistake_it_matched(got, mista
     assert (failure.value.hint, failure.value.mistake) == (hint, evidence)
 
 
+def test_a_failure_told_again_in_other_words_keeps_its_evidence():
+    # A suite that says where the values differ (a row, a parameter) rewords the failure.
+    with pytest.raises(CheckFailed) as failure:
+        expect_close("f(x)", 2 * torch.ones(2), torch.ones(2), atol=1e-6, mistakes={DOUBLED: 2 * torch.ones(2)})
+    told = failure.value.reworded("f(x): row 0 is [2, 2], expected [1, 1]")
+    assert (told.message, told.hint, told.mistake, told.flags) == (
+        "f(x): row 0 is [2, 2], expected [1, 1]", DOUBLED, "values doubled", failure.value.flags)
+
+
 def test_a_mistake_named_with_another_fault_is_no_evidence_for_it():
     # The shape is wrong too: two faults, not one mistake's value.
     inverted = hints.Mistake("mask inverted: True marks the future", "mask inverted")

@@ -15,6 +15,7 @@ from grader.suite import (
     CheckFailed,
     DropoutHints,
     expect_dropout,
+    expect_new_draws,
     expect_no_dropout_at_zero,
     expect_replaced_pieces_written,
     weights_behind,
@@ -77,6 +78,52 @@ def test_a_rate_of_its_own_shows_at_zero():
     with pytest.raises(CheckFailed) as failure:
         expect_no_dropout_at_zero("f", nn.Dropout(0.1)(KEPT), KEPT, atol=1e-6, rtol=0)
     assert failure.value.hint == hints.DROPOUT_RATE_IGNORED
+
+
+def module_dropout(how: str, p: float = 0.5):
+    """A module's dropout as students write it: a function of no arguments dropping KEPT."""
+    generator = torch.Generator().manual_seed(0)  # made once, as in __init__: it draws on
+    return {"nn.Dropout": lambda: nn.Dropout(p)(KEPT), "F.dropout": lambda: F.dropout(KEPT, p),
+            "rand": lambda: KEPT * (torch.rand(KEPT.shape) >= p) / (1 - p),
+            "own generator, made once": lambda: KEPT * (torch.rand(KEPT.shape, generator=generator) >= p) / (1 - p),
+            "manual_seed in forward": lambda: (torch.manual_seed(1337), nn.Dropout(p)(KEPT))[1],
+            "generator made in forward": lambda: KEPT * (
+                torch.rand(KEPT.shape, generator=torch.Generator().manual_seed(1337)) >= p) / (1 - p)}[how]
+
+
+def called_twice(how: str, p: float = 0.5) -> tuple[torch.Tensor, torch.Tensor]:
+    """Two calls in a row, the global generator seeded before the first, as the suites do."""
+    drop = module_dropout(how, p)
+    torch.manual_seed(7)
+    return drop(), drop()
+
+
+@pytest.mark.parametrize("how", ["nn.Dropout", "F.dropout", "rand", "own generator, made once"])
+def test_dropout_that_draws_on_drops_other_units_on_the_next_call(how):
+    expect_new_draws("f(x)", *called_twice(how), KEPT, atol=1e-6, rtol=1e-6)
+
+
+@pytest.mark.parametrize("how", ["manual_seed in forward", "generator made in forward"])
+def test_dropout_with_a_fixed_seed_is_named(how):
+    first, again = called_twice(how)
+    expect_dropout("f(x)", first, KEPT, 0.5, atol=1e-6, rtol=1e-6, named=NAMED)  # one call looks right
+    with pytest.raises(CheckFailed) as failure:
+        expect_new_draws("f(x)", first, again, KEPT, atol=1e-6, rtol=1e-6)
+    assert failure.value.hint == hints.DROPOUT_SAME_UNITS
+
+
+@pytest.mark.parametrize("how", ["nn.Dropout", "manual_seed in forward"])
+def test_an_output_that_drops_nothing_is_not_asked_to_change(how):
+    # p=0, or dropout missing (which the dropout checks name): the same output twice is right.
+    expect_new_draws("f(x)", *called_twice(how, p=0.0), KEPT, atol=1e-6, rtol=1e-6)
+
+
+def test_the_second_calls_value_is_checked_before_it_is_compared():
+    first, _ = called_twice("nn.Dropout")
+    with pytest.raises(CheckFailed, match="wrong shape"):
+        expect_new_draws("f(x)", first, torch.zeros(3), KEPT, atol=1e-6, rtol=1e-6)
+    with pytest.raises(CheckFailed, match="expected a tensor"):
+        expect_new_draws("f(x)", first, None, KEPT, atol=1e-6, rtol=1e-6)
 
 
 def test_the_weights_behind_an_attention_output_are_recovered():

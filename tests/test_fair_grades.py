@@ -101,6 +101,26 @@ HONEST = {
     "07 Head with F.scaled_dot_product_attention, is_causal and dropout_p": ("07", [(HEAD_FORWARD, (
         "        p = self.dropout.p if self.training else 0.0\n"
         "        return F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=p)"))]),
+    # Dropout drawn by hand, new units on every call: from torch's generator on the input's
+    # device, or from a generator of the module's own, made once and drawing on.
+    "07 Head with a generator of its own and an MLP that draws its mask with torch.rand_like": ("07", [
+        (HEAD_FORWARD, HEAD_FORWARD.replace(
+            "        weights = self.dropout(F.softmax(scores, dim=-1))  # (B, T, T)\n",
+            "        weights = F.softmax(scores, dim=-1)\n"
+            "        if self.training and self.dropout.p > 0:\n"
+            "            if not hasattr(self, 'g'):\n"
+            "                self.g = torch.Generator(device=x.device).manual_seed(1337)\n"
+            "            keep = torch.rand(weights.shape, generator=self.g, device=x.device) > self.dropout.p\n"
+            "            weights = weights * keep / (1 - self.dropout.p)\n")),
+        ("        return self.dropout(self.proj(F.gelu(self.fc(x))))",
+         "        h = self.proj(F.gelu(self.fc(x)))\n"
+         "        if not self.training or self.dropout.p == 0:\n"
+         "            return h\n"
+         "        return h * (torch.rand_like(h) >= self.dropout.p) / (1 - self.dropout.p)")]),
+    "04 PositionalEncoding with F.dropout": ("04", [(
+        "        self.dropout = nn.Dropout(dropout)", "        self.p = dropout"), (
+        "        return self.dropout(x + self.pe[:T].to(x.dtype))",
+        "        return torch.nn.functional.dropout(x + self.pe[:T].to(x.dtype), self.p, self.training)")]),
 }
 
 

@@ -14,7 +14,7 @@ import torch
 from reference import training
 from reference.hidden.a06 import stock, variants
 from reference.hidden.a06.conftest import BOS, EOS, PAD, VOCAB, reverse_batch, trained_parameters
-from reference.hidden.a06.test_greedy_decode import ROWS, eos_first_parameters
+from reference.hidden.a06.test_greedy_decode import PROBE_MAX_LEN, PROBE_SEED, ROWS, eos_first_parameters, same_tokens
 
 
 
@@ -137,3 +137,21 @@ def test_each_decode_mistake_differs_on_the_rows_of_the_suite(hint):
     got = variants.greedy_decode(model, src, BOS, EOS, PAD, 6, **variants.DECODE_MISTAKES[hint])
     want = training.greedy_decode(model, src, BOS, EOS, PAD, 6)
     assert got.shape != want.shape or not torch.equal(got, want)
+
+
+# The mistakes of what is fed and which logits are read: on the trained model BOS fed over and
+# over and the first position's logits give the same tokens; the suite's probe tells them apart.
+FEEDING_MISTAKES = (variants.FIRST_POSITION, variants.PREFIX_NOT_FED, variants.LAST_TOKEN_ONLY)
+
+
+def test_the_probe_model_tells_every_feeding_mistake_from_the_others_and_the_reference():
+    model, _ = stock.make(seed=PROBE_SEED)
+    src = torch.tensor(ROWS)
+    made = {hint: [variants.greedy_decode(model, src, BOS, EOS, PAD, PROBE_MAX_LEN,
+                                          **{"stop": stop, **variants.DECODE_MISTAKES[hint]})
+                   for stop in ("all", "never")]
+            for hint in FEEDING_MISTAKES}
+    for hint, outputs in made.items():
+        others = [training.greedy_decode(model, src, BOS, EOS, PAD, PROBE_MAX_LEN)]
+        others += [output for other, theirs in made.items() if other != hint for output in theirs]
+        assert not any(same_tokens(output, other) for output in outputs for other in others), hint

@@ -47,6 +47,9 @@ DROPOUT_UNSCALED = ("dropout survivors are not scaled by 1/(1-p) (each value mus
                     "nn.Dropout or F.dropout, which scale them")
 DROPOUT_RATE_IGNORED = ("dropout does not drop at the rate the module is given (a rate hard-coded, nn.Dropout(0.1), or "
                         "dropout left out): build it from the constructor's argument, nn.Dropout(dropout)")
+DROPOUT_SAME_UNITS = ("dropout drops the same units on every call (a fixed seed: torch.manual_seed in forward, or a "
+                      "generator of its own seeded again on each call): draw new random numbers on each call from "
+                      "torch's global generator, as nn.Dropout and F.dropout do")
 FIXED_DEVICE = ("a tensor is created on, or moved to, a fixed device (torch.arange(T) with no device=, .cpu(), "
                 ".to('cpu')): create and keep tensors on the input's device (device=x.device)")
 

@@ -71,10 +71,11 @@ same part with dropout off, so it holds for every correct way to draw the random
 :func:`expect_dropout` ``(what, dropped, kept, p, named=DropoutHints(...))``: each element is
 zero or ``kept / (1 - p)``, about a fraction ``p`` zero; :func:`expect_no_dropout_at_zero`:
 built with ``dropout=0.0`` the part drops nothing (else its rate is hard-coded);
-:func:`weights_behind` recovers the attention weights behind an attention's output, so
-dropout on them is seen; :func:`zero_fraction_bounds`. Values are graded with dropout off:
+:func:`expect_new_draws` ``(what, first, again, kept)``: two training-mode calls in a row drop
+different units (else a fixed seed); :func:`weights_behind` recovers the attention weights
+behind an attention's output, so dropout on them is seen; :func:`zero_fraction_bounds`. Values are graded with dropout off:
 :func:`in_eval_mode` ``(module)`` before comparing them. Their hints: ``DROPOUT_UNSCALED``,
-``DROPOUT_RATE_IGNORED``; a device hard-coded: ``FIXED_DEVICE``.
+``DROPOUT_RATE_IGNORED``, ``DROPOUT_SAME_UNITS``; a device hard-coded: ``FIXED_DEVICE``.
 
 Hints for attention mistakes that several assignments grade, worded once: ``SCALE_BY_LENGTH``,
 ``SCALE_BY_INPUT_WIDTH``, ``MASK_FILL_NOT_NEGATIVE``, ``FUTURE_VISIBLE`` (for
@@ -113,6 +114,7 @@ materializes it, and :func:`materialized` runs a forward pass before an inspecti
 
 from grader.core.hints import (
     DROPOUT_RATE_IGNORED,
+    DROPOUT_SAME_UNITS,
     DROPOUT_UNSCALED,
     FIXED_DEVICE,
     FUTURE_VISIBLE,
@@ -145,6 +147,7 @@ from grader.suite.checks import (
 from grader.suite.dropout import (
     DropoutHints,
     expect_dropout,
+    expect_new_draws,
     expect_no_dropout_at_zero,
     in_eval_mode,
     weights_behind,
@@ -182,11 +185,11 @@ __all__ = [
     "expect_raises", "expect_same_gradients", "expect_tensor", "expect_token_ids", "gradient_mistakes", "is_close",
     "expect_follows_device",
     # dropout
-    "DropoutHints", "expect_dropout", "expect_no_dropout_at_zero", "in_eval_mode", "weights_behind",
-    "zero_fraction_bounds",
+    "DropoutHints", "expect_dropout", "expect_new_draws", "expect_no_dropout_at_zero", "in_eval_mode",
+    "weights_behind", "zero_fraction_bounds",
     # hints for mistakes several assignments grade, and the contract's mistakes
-    "DROPOUT_RATE_IGNORED", "DROPOUT_UNSCALED", "FIXED_DEVICE", "FUTURE_VISIBLE", "MASK_FILL_NOT_NEGATIVE",
-    "SCALE_BY_INPUT_WIDTH", "SCALE_BY_LENGTH", "Mistake",
+    "DROPOUT_RATE_IGNORED", "DROPOUT_SAME_UNITS", "DROPOUT_UNSCALED", "FIXED_DEVICE", "FUTURE_VISIBLE",
+    "MASK_FILL_NOT_NEGATIVE", "SCALE_BY_INPUT_WIDTH", "SCALE_BY_LENGTH", "Mistake",
     # errors from the student's side
     "StudentCrashed", "StudentError", "StudentException", "StudentNotFound", "StudentTimeout",
     # what a test calls

@@ -38,6 +38,11 @@ class CheckFailed(AssertionError):
         self.flags = tuple(flags)
         self.mistake = mistake
 
+    def reworded(self, message: str) -> CheckFailed:
+        """The same failure told with ``message``: its hint, flags and evidence kept, so a check
+        that says more about where it failed still prices the mistake its value matched."""
+        return CheckFailed(message, self.hint, self.flags, mistake=self.mistake)
+
 
 def expect_tensor(
     what: str,

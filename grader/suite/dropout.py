@@ -12,7 +12,9 @@ element must be zero or
 judges the dropout alone: a wrong value elsewhere in the part is in ``kept`` too, and costs
 points in the value tests only. A rate the part ignores (a hard-coded ``nn.Dropout(0.1)``)
 shows with ``p = 0``: the output in training mode must then be the eval-mode one
-(:func:`expect_no_dropout_at_zero`).
+(:func:`expect_no_dropout_at_zero`). Dropout that drops the same units on every call (a fixed
+seed) passes those checks on one call; a second call in a row must drop others
+(:func:`expect_new_draws`).
 """
 
 from __future__ import annotations
@@ -60,6 +62,26 @@ def expect_no_dropout_at_zero(what: str, train: Any, eval_: Any, *, atol: float,
                                                                                              rtol=rtol):
         raise CheckFailed(f"{what}: built with dropout=0.0, its output in training mode differs from its output "
                           "in eval mode", hints.DROPOUT_RATE_IGNORED)
+
+
+def expect_new_draws(what: str, first: torch.Tensor, again: Any, kept: torch.Tensor, *, atol: float,
+                     rtol: float) -> None:
+    """Two training-mode calls in a row on one input drop different units, as dropout drawing
+    from torch's global generator does (``nn.Dropout``, ``F.dropout``, a mask from ``torch.rand``),
+    whatever it drops: ``first`` and ``again`` are the part's outputs, the grader's seed set
+    before the first, ``kept`` its output with dropout off. The same output twice is dropout
+    with a fixed seed: ``torch.manual_seed`` in forward (which also resets the state the
+    grader seeded) or a generator of its own seeded again on each call. Only an output that
+    dropped something is asked to change (one that differs from ``kept``): dropout missing,
+    or ``p = 0``, gives the same output twice, and other checks grade that. For correct dropout
+    at rate ``p`` on ``n`` elements the two calls agree with probability at most
+    ``max(p, 1-p) ** n``, ``n`` the elements whose dropping shows."""
+    if not isinstance(first, torch.Tensor) or is_close(first, kept, atol=atol, rtol=rtol):
+        return
+    again = expect_tensor(f"{what}, called again", again, shape=first.shape)
+    if is_close(again, first, atol=atol, rtol=rtol):
+        raise CheckFailed(f"{what}: called twice in a row on the same input, it dropped the same units both "
+                          "times", hints.DROPOUT_SAME_UNITS)
 
 
 def expect_dropout(what: str, dropped: torch.Tensor | None, kept: torch.Tensor, p: float, *, atol: float,

@@ -109,6 +109,11 @@ MUTANTS: dict[str, tuple[tuple[str, str], dict[str, tuple[float, str | None]]]] 
     "causal self-attention returns (output, weights)": (
         ("        return weights @ v  # (B, T, d_out)", "        return weights @ v, weights"),
         {"CausalSelfAttention": (16, RETURNS_SEVERAL)}),
+    # A fixed seed drops the same units on every call: the part's dropout test (its points).
+    "causal self-attention seeds the global generator in forward": (
+        ("        weights = dropout(weights, self.dropout_p, self.training)\n",
+         "        torch.manual_seed(1337)\n        weights = dropout(weights, self.dropout_p, self.training)\n"),
+        {"CausalSelfAttention": (2, variants.DROPOUT_SAME_UNITS)}),
     "causal mask built on the cpu": (
         (CAUSAL, CAUSAL.replace(", device=device", "")),
         {"causal_mask": (1, FIXED_DEVICE)}),

@@ -10,6 +10,7 @@ from grader.suite import (
     expect_computes_with,
     expect_contract_parameters,
     expect_dropout,
+    expect_new_draws,
     expect_follows_device,
     expect_no_dropout_at_zero,
     expect_raises,
@@ -167,12 +168,13 @@ def test_csa_dropout_zeroes_attention_weights_in_training_mode(student, referenc
     # output (grader.suite.dropout): any correct way of dropping passes, and a mistake in
     # the weights themselves is in both, graded by the value tests.
     x = make_input(8, CONTEXT, D_IN, seed=98)
-    outputs = {}
+    outputs, again = {}, {}
     for p in (0.0, 0.5):
         module = student.new_like(reference_csa, "CausalSelfAttention", D_IN, D_OUT, CONTEXT, dropout=p)
         seed_student(99)
         what = f"CausalSelfAttention(dropout={p})(x: (8, {CONTEXT}, {D_IN}))"
         train = expect_tensor(f"{what} in training mode", module(x), shape=(8, CONTEXT, D_OUT))
+        again[p] = module(x)  # the next call drops other units (expect_new_draws)
         module.method("eval")
         outputs[p] = train, expect_tensor(f"{what} in eval mode", module(x), shape=(8, CONTEXT, D_OUT))
     expect_no_dropout_at_zero("CausalSelfAttention(dropout=0.0)", *outputs[0.0], atol=ATOL, rtol=RTOL)
@@ -184,12 +186,13 @@ def test_csa_dropout_zeroes_attention_weights_in_training_mode(student, referenc
     if weights is None:  # no weighted sum of W_value(x) (the value tests' to grade): only a change shows
         if is_close(train, kept, atol=ATOL, rtol=RTOL):
             raise CheckFailed(f"{what}: the output is the one without dropout", variants.CSA_NO_DROPOUT)
-        return
-    dropped = weights_behind(train, values, atol=ATOL, rtol=RTOL)
-    expect_dropout(f"{what}: the attention weights behind its output", dropped, weights, 0.5, atol=WEIGHTS_ATOL,
-                   rtol=WEIGHTS_RTOL, scales=_own_dropout_scale(student, x.device),
-                   named=DropoutHints(missing=variants.CSA_NO_DROPOUT, misplaced=variants.CSA_DROPOUT_MISPLACED),
-                   elsewhere={variants.CSA_DROPOUT_ON_OUTPUT: (train, kept)})
+    else:
+        dropped = weights_behind(train, values, atol=ATOL, rtol=RTOL)
+        expect_dropout(f"{what}: the attention weights behind its output", dropped, weights, 0.5,
+                       atol=WEIGHTS_ATOL, rtol=WEIGHTS_RTOL, scales=_own_dropout_scale(student, x.device),
+                       named=DropoutHints(missing=variants.CSA_NO_DROPOUT, misplaced=variants.CSA_DROPOUT_MISPLACED),
+                       elsewhere={variants.CSA_DROPOUT_ON_OUTPUT: (train, kept)})
+    expect_new_draws(what, train, again[0.5], kept, atol=ATOL, rtol=RTOL)
 
 
 def _own_dropout_scale(student, device) -> tuple[float, ...]:

@@ -22,7 +22,7 @@ def hinted(hint):
     try:
         yield
     except CheckFailed as failed:
-        raise CheckFailed(failed.message, failed.hint or hint) from None
+        raise CheckFailed(failed.message, failed.hint or hint, failed.flags, mistake=failed.mistake) from None
 
 
 def call_dropout(student, seed_student, seed, *args, **kwargs):

@@ -21,7 +21,7 @@ from grader.suite import (  # noqa: F401
     Mistake,
 )
 # CausalSelfAttention's dropout, judged as every part that owns one is (grader.suite.dropout).
-from grader.suite import DROPOUT_RATE_IGNORED, DROPOUT_UNSCALED, zero_fraction_bounds  # noqa: F401
+from grader.suite import DROPOUT_RATE_IGNORED, DROPOUT_SAME_UNITS, DROPOUT_UNSCALED, zero_fraction_bounds  # noqa: F401
 from reference.hidden.a01.variants import (  # noqa: F401
     MASK_AFTER_SOFTMAX,
     NO_SCALE,

@@ -53,6 +53,16 @@ MUTANTS: dict[str, tuple[tuple[str, str], dict[str, tuple[float, str | None]]]] 
         ("        q = split_heads(self.W_q(query), self.num_heads)",
          "        key, value = key.detach(), value.detach()\n        q = split_heads(self.W_q(query), self.num_heads)"),
         {"MultiHeadAttention": (2, variants.INPUT_DETACHED)}),
+    # A generator of its own, seeded on each call, drops the same units every time (F.dropout
+    # takes no generator, so the mask is drawn by hand): the part's dropout test (its points).
+    "dropout from a generator seeded on each call": (
+        ("        heads = self.dropout(weights) @ v  # (B, H, T_q, d_k)\n",
+         "        if self.training and self.dropout.p > 0:\n"
+         "            g = torch.Generator(device=weights.device).manual_seed(0)\n"
+         "            keep = torch.rand(weights.shape, generator=g, device=weights.device) >= self.dropout.p\n"
+         "            weights = weights * keep / (1 - self.dropout.p)\n"
+         "        heads = weights @ v  # (B, H, T_q, d_k)\n"),
+        {"MultiHeadAttention": (2, variants.DROPOUT_SAME_UNITS)}),
 }
 
 # A part the submission does not define (renamed): it scores 0, "not found", and these parts,

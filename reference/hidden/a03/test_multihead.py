@@ -9,6 +9,7 @@ from grader.suite import (
     expect_computes_with,
     expect_contract_parameters,
     expect_dropout,
+    expect_new_draws,
     expect_follows_device,
     expect_no_dropout_at_zero,
     expect_raises,
@@ -137,12 +138,13 @@ def test_mha_dropout_zeroes_attention_weights_in_training_mode(student, referenc
     # output (grader.suite.dropout): any correct way of dropping passes, and a mistake in the
     # weights themselves is in both, graded by the value tests.
     x = make_input(4, 6, D_MODEL, seed=22)
-    outputs = {}
+    outputs, again = {}, {}
     for p in (0.0, 0.5):
         module = student.new_like(reference_mha, "MultiHeadAttention", D_MODEL, NUM_HEADS, dropout=p)
         what = f"MultiHeadAttention(dropout={p})(x, x, x)"
         seed_student(23)
         train = expect_tensor(f"{what} in training mode", module(x, x, x), shape=x.shape)
+        again[p] = module(x, x, x)  # the next call drops other units (expect_new_draws)
         module.method("eval")
         outputs[p] = train, expect_tensor(f"{what} in eval mode", module(x, x, x), shape=x.shape)
     expect_no_dropout_at_zero("MultiHeadAttention(dropout=0.0)", *outputs[0.0], atol=ATOL, rtol=RTOL)
@@ -155,12 +157,13 @@ def test_mha_dropout_zeroes_attention_weights_in_training_mode(student, referenc
     if weights is None:  # not W_o of weighted sums of W_v(x) (the value tests' to grade): only a change shows
         if is_close(train, kept, atol=ATOL, rtol=RTOL):
             raise CheckFailed(f"{what}: the output is the one without dropout", variants.DROPOUT_MISSING)
-        return
-    dropped = weights_behind(variants.heads_behind(params, train, NUM_HEADS), values, atol=ATOL, rtol=RTOL)
-    expect_dropout(f"{what}: the attention weights behind its output", dropped, weights, 0.5, atol=WEIGHTS_ATOL,
-                   rtol=WEIGHTS_RTOL, named=DropoutHints(missing=variants.DROPOUT_MISSING,
-                                                         misplaced=variants.DROPOUT_MISPLACED),
-                   elsewhere={variants.DROPOUT_ON_OUTPUT: (train, kept)})
+    else:
+        dropped = weights_behind(variants.heads_behind(params, train, NUM_HEADS), values, atol=ATOL, rtol=RTOL)
+        expect_dropout(f"{what}: the attention weights behind its output", dropped, weights, 0.5,
+                       atol=WEIGHTS_ATOL, rtol=WEIGHTS_RTOL,
+                       named=DropoutHints(missing=variants.DROPOUT_MISSING, misplaced=variants.DROPOUT_MISPLACED),
+                       elsewhere={variants.DROPOUT_ON_OUTPUT: (train, kept)})
+    expect_new_draws(what, train, again[0.5], kept, atol=ATOL, rtol=RTOL)
 
 
 def test_mha_follows_the_input_device(student, make_input, device):

@@ -11,7 +11,8 @@ import math
 import torch
 import torch.nn.functional as F
 
-from grader.suite import DROPOUT_RATE_IGNORED, DROPOUT_UNSCALED, MASK_FILL_NOT_NEGATIVE, Mistake  # noqa: F401
+from grader.suite import (DROPOUT_RATE_IGNORED, DROPOUT_SAME_UNITS, DROPOUT_UNSCALED,  # noqa: F401
+                          MASK_FILL_NOT_NEGATIVE, Mistake)
 from reference.multihead import combine_heads, split_heads
 
 NO_TRANSPOSE_SPLIT = "heads split with view and no transpose: features of different heads are mixed"

@@ -76,6 +76,11 @@ MUTANTS: dict[str, tuple[tuple[str, str], dict[str, tuple[float, str | None]]]] 
     "padding_idx dropped": (
         ("nn.Embedding(vocab_size, d_model, padding_idx=padding_idx)", "nn.Embedding(vocab_size, d_model)"),
         {"TokenEmbedding": (2, variants.NO_PADDING_IDX)}),
+    # A fixed seed drops the same units on every call: the dropout test's point.
+    "positional encoding seeds the global generator in forward": (
+        ("        return self.dropout(x + self.pe[:T].to(x.dtype))",
+         "        torch.manual_seed(1337)\n        return self.dropout(x + self.pe[:T].to(x.dtype))"),
+        {"PositionalEncoding": (1, variants.DROPOUT_SAME_UNITS)}),
 }
 
 # A part the submission does not define (renamed): it scores 0, "not found", and these parts,

@@ -8,6 +8,7 @@ from grader.suite import (
     StudentException,
     expect_close,
     expect_dropout,
+    expect_new_draws,
     expect_follows_device,
     expect_no_dropout_at_zero,
     expect_raises,
@@ -192,7 +193,7 @@ def test_pe_dropout_in_training_mode(student, make_input, device, seed_student):
     # 3200 elements, p=0.5, judged against the same module in eval mode (grader.suite.dropout):
     # each output zero or twice x + pe[:T], about half of them zero (within 6 standard deviations).
     x = make_input(4, 50, D_MODEL, seed=44)
-    outputs = {}
+    outputs, again = {}, {}
     for p in (0.0, 0.5):
         module = _module(student, device, dropout=p)
         what = f"PositionalEncoding(dropout={p})(x: (4, 50, 16))"
@@ -200,6 +201,7 @@ def test_pe_dropout_in_training_mode(student, make_input, device, seed_student):
         module.method("train")
         seed_student(45)
         outputs[p] = expect_tensor(f"{what} in training mode", module(x), shape=x.shape), kept
+        again[p] = module(x)  # the next call drops other units (expect_new_draws)
     expect_no_dropout_at_zero("PositionalEncoding(dropout=0.0)", *outputs[0.0], atol=ATOL, rtol=0)
     # Kept: the same weights with dropout=0.0, in eval mode; this module's own eval mode is another test's.
     train, kept = outputs[0.5][0], outputs[0.0][1]
@@ -207,6 +209,8 @@ def test_pe_dropout_in_training_mode(student, make_input, device, seed_student):
                    named=DropoutHints(missing=variants.DROPOUT_MISSING, misplaced=variants.DROPOUT_MISPLACED,
                                       unscaled=variants.DROPOUT_UNSCALED),
                    elsewhere={variants.DROPOUT_ON_PE_ONLY: (train - x, kept - x)})
+    expect_new_draws("PositionalEncoding(dropout=0.5) in training mode", train, again[0.5], kept, atol=2 * ATOL,
+                     rtol=1e-6)
 
 
 def test_pe_follows_the_input_device(student, make_input, device):

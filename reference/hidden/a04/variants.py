@@ -11,7 +11,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from grader.suite import DROPOUT_RATE_IGNORED, Mistake  # noqa: F401  (PositionalEncoding's dropout)
+from grader.suite import DROPOUT_RATE_IGNORED, DROPOUT_SAME_UNITS, Mistake  # noqa: F401  (PositionalEncoding's dropout)
 
 CONCATENATED = ("sin and cos concatenated ([sin..., cos...]) instead of interleaved: "
                 "sin goes to the even features PE[:, 0::2], cos to the odd ones PE[:, 1::2]")

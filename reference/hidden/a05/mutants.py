@@ -97,6 +97,17 @@ MUTANTS: dict[str, tuple[tuple[str, str], dict[str, tuple[float, str | None]]]] 
         ("            x = layer(x, memory, tgt_mask, memory_mask)\n        return x\n",
          "            x = layer(x, memory, tgt_mask, memory_mask)\n        return self.generator(x)\n"),
         {"Transformer": (14, variants.DECODE_RETURNS_LOGITS)}),
+    # A fixed seed drops the same units on every call: each part's dropout test (its point).
+    "feed-forward seeds the global generator in forward": (
+        ("        return self.linear2(self.dropout(torch.relu(self.linear1(x))))",
+         "        torch.manual_seed(1337)\n        return self.linear2(self.dropout(torch.relu(self.linear1(x))))"),
+        {"FeedForward": (1, variants.DROPOUT_SAME_UNITS)}),
+    "encoder seeds the global generator in forward": (
+        (ENCODER_FORWARD, "        torch.manual_seed(1337)\n" + ENCODER_FORWARD),
+        {"EncoderLayer": (1, variants.DROPOUT_SAME_UNITS)}),
+    "decoder seeds the global generator in forward": (
+        (DECODER_FORWARD, "        torch.manual_seed(1337)\n" + DECODER_FORWARD),
+        {"DecoderLayer": (1, variants.DROPOUT_SAME_UNITS)}),
 }
 
 # A part the submission does not define (renamed): it scores 0, "not found", and these parts,

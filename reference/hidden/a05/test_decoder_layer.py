@@ -8,6 +8,7 @@ from grader.suite import (
     expect_contract_parameters,
     expect_follows_device,
     expect_gradients,
+    expect_new_draws,
     expect_no_dropout_at_zero,
     expect_replaced_pieces_written,
     expect_tensor,
@@ -98,23 +99,29 @@ def test_decoder_layer_dropout_is_off_in_eval_mode(new_graded, reference_decoder
     _expect_layer("DecoderLayer(dropout=0.5) in eval mode", layer, reference_decoder_layer, x, memory)
 
 
-def test_decoder_layer_dropout_on_each_sublayer_in_training_mode(new_graded, reference_decoder_layer, make_input):
+def test_decoder_layer_dropout_on_each_sublayer_in_training_mode(new_graded, reference_decoder_layer, make_input,
+                                                                 seed_student):
     # The layer's own dropout, its pieces in eval mode (theirs is graded where they are).
     x, memory = make_input(2, 4, D_MODEL, seed=95), make_input(2, 6, D_MODEL, seed=96)
     sublayers = ("self_attn", "cross_attn", "ffn")
-    outputs = {}
-    for p in (0.0, 1.0):
+    outputs, again = {}, {}
+    for p in (0.0, 0.5, 1.0):
         layer = in_eval_mode(new_graded(reference_decoder_layer, "DecoderLayer", D_MODEL, NUM_HEADS, D_FF, dropout=p))
         what = f"DecoderLayer(dropout={p})(x, memory)"
         kept = expect_tensor(f"{what} in eval mode", layer(x, memory), shape=x.shape)
         layer.method("train")
         pieces_in_eval_mode(layer, sublayers)
+        seed_student(97)
         outputs[p] = expect_tensor(f"{what} in training mode", layer(x, memory), shape=x.shape), kept
+        again[p] = layer(x, memory)  # the next call drops other units (expect_new_draws)
     expect_no_dropout_at_zero("DecoderLayer(dropout=0.0)", *outputs[0.0], atol=ATOL, rtol=RTOL)
     modules = decoder_modules(layer, reference_decoder_layer)
     expect_sublayers_dropped("DecoderLayer(dropout=1.0) in training mode", outputs[1.0][0], outputs[0.0][1],
                              lambda **modules: variants.decoder_layer(x, memory, None, None, **modules),
                              lambda modules: variants.decoder_mistakes(x, memory, None, None, modules), modules)
+    # p=1 drops every unit on every call: p=0.5 shows whether the next call drops others.
+    expect_new_draws("DecoderLayer(dropout=0.5)(x, memory) in training mode", outputs[0.5][0], again[0.5],
+                     outputs[0.0][1], atol=ATOL, rtol=RTOL)
 
 
 def test_decoder_layer_gradients_reach_every_submodule(student_decoder_layer, reference_decoder_layer, make_input):

@@ -8,6 +8,7 @@ from grader.suite import (
     expect_contract_parameters,
     expect_follows_device,
     expect_gradients,
+    expect_new_draws,
     expect_no_dropout_at_zero,
     expect_replaced_pieces_written,
     expect_tensor,
@@ -91,22 +92,28 @@ def test_encoder_layer_dropout_is_off_in_eval_mode(new_graded, reference_encoder
     _expect_layer("EncoderLayer(dropout=0.5) in eval mode", layer, reference_encoder_layer, x)
 
 
-def test_encoder_layer_dropout_on_each_sublayer_in_training_mode(new_graded, reference_encoder_layer, make_input):
+def test_encoder_layer_dropout_on_each_sublayer_in_training_mode(new_graded, reference_encoder_layer, make_input,
+                                                                 seed_student):
     # The layer's own dropout, its pieces in eval mode (theirs is graded where they are).
     x = make_input(2, 5, D_MODEL, seed=78)
-    outputs = {}
-    for p in (0.0, 1.0):
+    outputs, again = {}, {}
+    for p in (0.0, 0.5, 1.0):
         layer = in_eval_mode(new_graded(reference_encoder_layer, "EncoderLayer", D_MODEL, NUM_HEADS, D_FF, dropout=p))
         what = f"EncoderLayer(dropout={p})(x)"
         kept = expect_tensor(f"{what} in eval mode", layer(x), shape=x.shape)
         layer.method("train")
         pieces_in_eval_mode(layer, ("self_attn", "ffn"))
+        seed_student(79)
         outputs[p] = expect_tensor(f"{what} in training mode", layer(x), shape=x.shape), kept
+        again[p] = layer(x)  # the next call drops other units (expect_new_draws)
     expect_no_dropout_at_zero("EncoderLayer(dropout=0.0)", *outputs[0.0], atol=ATOL, rtol=RTOL)
     modules = encoder_modules(layer, reference_encoder_layer)
     expect_sublayers_dropped("EncoderLayer(dropout=1.0) in training mode", outputs[1.0][0], outputs[0.0][1],
                              lambda **modules: variants.encoder_layer(x, None, **modules),
                              lambda modules: variants.encoder_mistakes(x, None, modules), modules)
+    # p=1 drops every unit on every call: p=0.5 shows whether the next call drops others.
+    expect_new_draws("EncoderLayer(dropout=0.5)(x) in training mode", outputs[0.5][0], again[0.5], outputs[0.0][1],
+                     atol=ATOL, rtol=RTOL)
 
 
 def test_encoder_layer_gradients_reach_every_submodule(student_encoder_layer, reference_encoder_layer, make_input):

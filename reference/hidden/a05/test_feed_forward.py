@@ -8,6 +8,7 @@ from grader.suite import (
     expect_computes_with,
     expect_contract_parameters,
     expect_dropout,
+    expect_new_draws,
     expect_follows_device,
     expect_no_dropout_at_zero,
     expect_same_gradients,
@@ -61,7 +62,7 @@ def test_feed_forward_dropout_sits_between_relu_and_linear2(student, make_input,
     torch.manual_seed(6)
     reference = FeedForward(D_MODEL, NARROW).to(device)
     x = make_input(8, 6, D_MODEL, seed=62)
-    outputs = {}
+    outputs, again = {}, {}
     for p in (0.0, 0.5):
         module = in_eval_mode(student.new_like(reference, "FeedForward", D_MODEL, NARROW, dropout=p))
         what = f"FeedForward({D_MODEL}, {NARROW}, dropout={p})(x)"
@@ -69,6 +70,7 @@ def test_feed_forward_dropout_sits_between_relu_and_linear2(student, make_input,
         module.method("train")
         seed_student(63)
         outputs[p] = expect_tensor(f"{what} in training mode", module(x), shape=x.shape), kept
+        again[p] = module(x)  # the next call drops other units (expect_new_draws)
     expect_no_dropout_at_zero(f"FeedForward({D_MODEL}, {NARROW}, dropout=0.0)", *outputs[0.0], atol=ATOL, rtol=RTOL)
     # Kept: the same weights with dropout=0.0, in eval mode; this module's own eval mode is another test's.
     train, kept = outputs[0.5][0], outputs[0.0][1]
@@ -83,12 +85,13 @@ def test_feed_forward_dropout_sits_between_relu_and_linear2(student, make_input,
     if kept_hidden is None:  # no linear2 of anything (the value tests' to grade): only a change shows
         if is_close(train, kept, atol=ATOL, rtol=RTOL):
             raise CheckFailed(f"{what}: the output is the one without dropout", variants.DROPOUT_MISSING)
-        return
-    # The hidden values come from a solve against linear2 (16 x 8, well conditioned): ~1e-6 of rounding.
-    expect_dropout(f"{what}: the hidden values behind its output", hidden(train), kept_hidden, 0.5,
-                   atol=1e-4, rtol=1e-3,
-                   named=DropoutHints(missing=variants.DROPOUT_MISSING, misplaced=variants.DROPOUT_MISPLACED),
-                   elsewhere={variants.DROPOUT_ON_OUTPUT: (train, kept)})
+    else:
+        # The hidden values come from a solve against linear2 (16 x 8, well conditioned): ~1e-6 of rounding.
+        expect_dropout(f"{what}: the hidden values behind its output", hidden(train), kept_hidden, 0.5,
+                       atol=1e-4, rtol=1e-3,
+                       named=DropoutHints(missing=variants.DROPOUT_MISSING, misplaced=variants.DROPOUT_MISPLACED),
+                       elsewhere={variants.DROPOUT_ON_OUTPUT: (train, kept)})
+    expect_new_draws(what, train, again[0.5], kept, atol=ATOL, rtol=RTOL)
 
 
 def test_feed_forward_dropout_is_off_in_eval_mode(student, reference_ffn, make_input, device):

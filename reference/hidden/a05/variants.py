@@ -16,7 +16,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from grader.suite import DROPOUT_RATE_IGNORED, DROPOUT_UNSCALED  # noqa: F401  (grader.suite.dropout)
+from grader.suite import DROPOUT_RATE_IGNORED, DROPOUT_SAME_UNITS, DROPOUT_UNSCALED  # noqa: F401  (grader.suite.dropout)
 from grader.suite import FUTURE_VISIBLE as _future_visible
 
 # The notes that part isolation adds to these hints (tests/test_grade_05.py names them).

@@ -99,8 +99,8 @@ def expect_parameters(what: str, got: dict, want: dict, *, atol: float, rtol: fl
         expect_close(what, flat(got, names), flat(want, names), atol=atol, rtol=rtol, mistakes=flat_mistakes)
     except CheckFailed as failure:
         worst = max(names, key=lambda name: float((got[name].double().cpu() - want[name].double().cpu()).abs().max()))
-        raise CheckFailed(f"{what}: parameter {worst!r}: {describe_difference(got[worst], want[worst])} "
-                          f"(tolerance atol={atol:g}, rtol={rtol:g})", failure.hint) from None
+        raise failure.reworded(f"{what}: parameter {worst!r}: {describe_difference(got[worst], want[worst])} "
+                               f"(tolerance atol={atol:g}, rtol={rtol:g})") from None
 
 
 def student_pieces(student: Student, device: torch.device) -> tuple[dict, list[str]]:

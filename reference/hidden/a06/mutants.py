@@ -52,7 +52,8 @@ MUTANTS: dict[str, tuple[tuple[str, str], dict[str, tuple[float, str | None]]]] 
     "padding not ignored, in train_step": (
         ("loss = translation_loss(logits, labels, pad_idx)",
          "loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten())"),
-        {"train_step": (9, variants.PAD_NOT_IGNORED)}),
+        # Every failing test matches the mistake (the parameters' check too): the rubric's price.
+        {"train_step": (3, variants.PAD_NOT_IGNORED)}),
     "pad index hard-coded": (
         ("ignore_index=pad_idx,", "ignore_index=0,"),
         {"translation_loss": (1, variants.PAD_HARDCODED)}),
@@ -63,6 +64,11 @@ MUTANTS: dict[str, tuple[tuple[str, str], dict[str, tuple[float, str | None]]]] 
         ("label_smoothing=label_smoothing,", "label_smoothing=0.1,"),
         # train_step is graded on top of the student's own loss: it keeps its points.
         {"translation_loss": (2, variants.SMOOTHING_HARDCODED)}),
+    "label smoothing hard-coded, in train_step": (
+        # As the annotated transformer trains: the step's loss smoothed by 0.1, the rubric's price.
+        ("loss = translation_loss(logits, labels, pad_idx)",
+         "loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=pad_idx, label_smoothing=0.1)"),
+        {"train_step": (2, variants.SMOOTHING_HARDCODED)}),
     "label smoothing the annotated-transformer way": (
         (CROSS_ENTROPY, ANNOTATED_SMOOTHING),
         {"translation_loss": (2, variants.SMOOTHING_ANNOTATED)}),
@@ -104,6 +110,13 @@ MUTANTS: dict[str, tuple[tuple[str, str], dict[str, tuple[float, str | None]]]] 
     "logits of the first position": (
         ("logits[:, -1].argmax(dim=-1)", "logits[:, 0].argmax(dim=-1)"),
         {"greedy_decode": (8, variants.FIRST_POSITION)}),
+    # On the trained model these two give the first position's tokens: each is named for itself.
+    "BOS fed over and over": (
+        ("logits = model(src, out)  # (B, t, V)", "logits = model(src, torch.full_like(out, bos_idx))  # (B, t, V)"),
+        {"greedy_decode": (8, variants.PREFIX_NOT_FED)}),
+    "only the last token fed": (
+        ("logits = model(src, out)  # (B, t, V)", "logits = model(src, out[:, -1:])  # (B, t, V)"),
+        {"greedy_decode": (8, variants.LAST_TOKEN_ONLY)}),
     "stops when the first row finishes": (
         ("if finished.all():", "if finished.any():"),
         {"greedy_decode": (5, variants.STOPS_AT_FIRST_EOS)}),

@@ -37,8 +37,8 @@ def _expect_split(what: str, got, tgt: torch.Tensor) -> None:
                     and got_part.dtype == want_part.dtype):
                 raise
             row = next(i for i, (g, w) in enumerate(zip(got_part.tolist(), want_part.tolist())) if g != w)
-            raise CheckFailed(f"{what}: {name} row {row} is {got_part[row].tolist()}, expected "
-                              f"{want_part[row].tolist()} (tgt row {tgt[row].tolist()})", failure.hint) from None
+            raise failure.reworded(f"{what}: {name} row {row} is {got_part[row].tolist()}, expected "
+                                   f"{want_part[row].tolist()} (tgt row {tgt[row].tolist()})") from None
 
 
 def test_teacher_forcing_split_shapes(student, device):

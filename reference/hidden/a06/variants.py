@@ -41,8 +41,10 @@ PER_SENTENCE_MEAN = ("loss averaged per sentence, then over sentences: average o
 SMOOTHING_IGNORED = "label_smoothing is ignored: pass it on, e.g. F.cross_entropy(..., label_smoothing=label_smoothing)"
 SMOOTHING_OVER_OTHERS = ("label smoothing spread over the V-1 wrong classes only; spread it uniformly over all V "
                          "classes, as F.cross_entropy(label_smoothing=...) does")
-SMOOTHING_HARDCODED = ("label smoothing hard-coded: the loss is smoothed whatever label_smoothing says; pass the "
-                       "argument on, F.cross_entropy(..., label_smoothing=label_smoothing)")
+SMOOTHING_HARDCODED = ("label smoothing hard-coded (a value written in, label_smoothing=0.1): the loss is smoothed "
+                       "whatever its caller asks for; smooth only by translation_loss's label_smoothing argument "
+                       "(pass it on, F.cross_entropy(..., label_smoothing=label_smoothing)), which train_step leaves "
+                       "at 0")
 SMOOTHING_ANNOTATED = ("label smoothing the annotated-transformer way (KL divergence to a distribution that spreads "
                        "eps over V-2 classes, none on the pad class): the contract spreads eps uniformly over all V "
                        "classes, as F.cross_entropy(..., label_smoothing=eps) does")
@@ -81,6 +83,8 @@ MAX_LEN_OFF_BY_ONE = "one token too many: max_len counts every token of the outp
 FIRST_POSITION = "the next token comes from the logits at the last position, logits[:, -1], not the first"
 PREFIX_NOT_FED = ("the model is fed BOS over and over, not the tokens decoded so far: call model(src, out) on the "
                   "output built so far, BOS first")
+LAST_TOKEN_ONLY = ("the model is fed only the last token, not the whole sequence so far (an RNN decoder's habit): "
+                   "call model(src, out) on the output built so far, BOS first; it reads every earlier token itself")
 STOPS_AT_FIRST_EOS = "decoding stopped when the first row finished: stop only when every row has produced EOS"
 NOT_LONG = "return token ids as a LongTensor (torch.long), e.g. from argmax"
 
@@ -296,14 +300,15 @@ def greedy_decode(
     """``steps`` "max_len" (reference: BOS plus at most max_len-1 tokens) or "one_more";
     ``stop`` "all" (reference: when every row has finished), "any" (when the first has),
     "never" (run to max_len; not a mistake, the rest is padding); ``feed`` "prefix" (the
-    reference: the tokens so far) or "bos" (BOS repeated as often: the model sees a length)."""
+    reference: the tokens so far), "bos" (BOS repeated as often: the model sees a length) or
+    "last" (only the last token, as an RNN decoder is fed step by step)."""
     was_training = model.training
     model.eval()
     try:
         out = torch.full((src.size(0), 1), bos_idx, dtype=torch.long, device=src.device)  # (B, 1)
         finished = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)  # (B,)
         for _ in range(max_len - (0 if steps == "one_more" else 1)):
-            fed = out if feed == "prefix" else torch.full_like(out, bos_idx)
+            fed = {"prefix": out, "bos": torch.full_like(out, bos_idx), "last": out[:, -1:]}[feed]
             token = model(src, fed)[:, position].argmax(dim=-1)  # (B,)
             is_eos = token == eos_idx
             if pad_after_eos:
@@ -326,6 +331,7 @@ DECODE_MISTAKES = {
     MAX_LEN_OFF_BY_ONE: {"steps": "one_more"},
     FIRST_POSITION: {"position": 0},
     STOPS_AT_FIRST_EOS: {"stop": "any"},
-    PREFIX_NOT_FED: {"feed": "bos"},  # after FIRST_POSITION: where both give the same tokens, it is named
+    PREFIX_NOT_FED: {"feed": "bos"},
+    LAST_TOKEN_ONLY: {"feed": "last"},
 }
 

@@ -95,6 +95,23 @@ MODULE_MUTANTS: Mutants = {
         ("return logits, F.cross_entropy(logits.flatten(0, 1), targets.flatten())",
          "logits = logits.flatten(0, 1)\n        return logits, F.cross_entropy(logits, targets.flatten())"),
         {"GPT": (2, variants.LOGITS_FLATTENED)}),
+    # Dropout that drops the same units on every call: each part's dropout test (its point).
+    "Head draws its dropout from a generator seeded on each call": (
+        ("        weights = self.dropout(F.softmax(scores, dim=-1))  # (B, T, T)\n",
+         "        weights = F.softmax(scores, dim=-1)  # (B, T, T)\n"
+         "        if self.training and self.dropout.p > 0:\n"
+         "            g = torch.Generator(device=x.device).manual_seed(1337)\n"
+         "            mask = torch.rand(weights.shape, generator=g, device=x.device) > self.dropout.p\n"
+         "            weights = weights * mask / (1 - self.dropout.p)\n"),
+        {"Head": (1, variants.DROPOUT_SAME_UNITS)}),
+    "MultiHead seeds the global generator in forward": (
+        ("        return self.dropout(self.proj(out))",
+         "        torch.manual_seed(1337)\n        return self.dropout(self.proj(out))"),
+        {"MultiHead": (1, variants.DROPOUT_SAME_UNITS)}),
+    "MLP seeds the global generator in forward": (
+        ("        return self.dropout(self.proj(F.gelu(self.fc(x))))",
+         "        torch.manual_seed(1337)\n        return self.dropout(self.proj(F.gelu(self.fc(x))))"),
+        {"MLP": (1, variants.DROPOUT_SAME_UNITS)}),
 }
 
 MODULE_CONTRACT_MISTAKES: dict[str, str] = {

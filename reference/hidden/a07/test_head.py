@@ -10,6 +10,7 @@ from grader.suite import (
     expect_computes_with,
     expect_contract_parameters,
     expect_dropout,
+    expect_new_draws,
     expect_follows_device,
     expect_no_dropout_at_zero,
     expect_raises,
@@ -125,13 +126,14 @@ def test_head_dropout_zeroes_attention_weights_in_training_mode(student, referen
     # output (grader.suite.dropout): any correct way of dropping passes, and a mistake in the
     # weights themselves is in both, graded by the value tests.
     x = make_input(8, CONTEXT, D_MODEL, seed=111)
-    outputs = {}
+    outputs, again = {}, {}
     for p in (0.0, 0.5):
         head = student.new_like(reference_head, "Head", D_MODEL, HEAD_SIZE, CONTEXT, dropout=p)
         head = without_unexpected_biases(head, reference_head)
         what = f"Head(dropout={p})(x)"
         seed_student(112)
         train = expect_tensor(f"{what} in training mode", head(x), shape=(8, CONTEXT, HEAD_SIZE))
+        again[p] = head(x)  # the next call drops other units (expect_new_draws)
         head.method("eval")
         outputs[p] = train, expect_tensor(f"{what} in eval mode", head(x), shape=(8, CONTEXT, HEAD_SIZE))
     expect_no_dropout_at_zero("Head(dropout=0.0)", *outputs[0.0], atol=ATOL, rtol=RTOL)
@@ -143,12 +145,13 @@ def test_head_dropout_zeroes_attention_weights_in_training_mode(student, referen
     if weights is None:  # no weighted sum of value(x) (the value tests' to grade): only a change shows
         if is_close(train, kept, atol=ATOL, rtol=RTOL):
             raise CheckFailed(f"{what}: the output is the one without dropout", variants.HEAD_DROPOUT_MISSING)
-        return
-    expect_dropout(f"{what}: the attention weights behind its output",
-                   weights_behind(train, values, atol=ATOL, rtol=RTOL), weights, 0.5, atol=WEIGHTS_ATOL,
-                   rtol=WEIGHTS_RTOL, named=DropoutHints(missing=variants.HEAD_DROPOUT_MISSING,
-                                                         misplaced=variants.HEAD_DROPOUT_MISPLACED),
-                   elsewhere={variants.HEAD_DROPOUT_ON_OUTPUT: (train, kept)})
+    else:
+        expect_dropout(f"{what}: the attention weights behind its output",
+                       weights_behind(train, values, atol=ATOL, rtol=RTOL), weights, 0.5, atol=WEIGHTS_ATOL,
+                       rtol=WEIGHTS_RTOL, named=DropoutHints(missing=variants.HEAD_DROPOUT_MISSING,
+                                                             misplaced=variants.HEAD_DROPOUT_MISPLACED),
+                       elsewhere={variants.HEAD_DROPOUT_ON_OUTPUT: (train, kept)})
+    expect_new_draws(what, train, again[0.5], kept, atol=ATOL, rtol=RTOL)
 
 
 def test_head_gradients(student_head, reference_head, make_input):

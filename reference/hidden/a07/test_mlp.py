@@ -7,6 +7,7 @@ from grader.suite import (
     expect_computes_with,
     expect_contract_parameters,
     expect_dropout,
+    expect_new_draws,
     expect_follows_device,
     expect_no_dropout_at_zero,
     expect_same_gradients,
@@ -50,7 +51,7 @@ def test_mlp_values(student_mlp, reference_mlp, make_input):
 def test_mlp_dropout_comes_last(student, reference_mlp, make_input, seed_student):
     # Each output zero or twice what the same MLP gives in eval mode (grader.suite.dropout).
     x = make_input(4, 6, D_MODEL, seed=303)
-    outputs = {}
+    outputs, again = {}, {}
     for p in (0.0, 0.5):
         module = in_eval_mode(student.new_like(reference_mlp, "MLP", D_MODEL, dropout=p))
         what = f"MLP(dropout={p})(x)"
@@ -58,10 +59,13 @@ def test_mlp_dropout_comes_last(student, reference_mlp, make_input, seed_student
         module.method("train")
         seed_student(304)
         outputs[p] = expect_tensor(f"{what} in training mode", module(x), shape=x.shape), kept
+        again[p] = module(x)  # the next call drops other units (expect_new_draws)
     expect_no_dropout_at_zero("MLP(dropout=0.0)", *outputs[0.0], atol=ATOL, rtol=RTOL)
     # Kept: the same weights with dropout=0.0, in eval mode; this module's own eval mode is another test's.
     expect_dropout("MLP(dropout=0.5) in training mode", outputs[0.5][0], outputs[0.0][1], 0.5, atol=ATOL, rtol=RTOL,
                    named=DropoutHints(missing=variants.MLP_DROPOUT_MISSING, misplaced=variants.MLP_DROPOUT_MISPLACED))
+    expect_new_draws("MLP(dropout=0.5) in training mode", outputs[0.5][0], again[0.5], outputs[0.0][1], atol=ATOL,
+                     rtol=RTOL)
 
 
 def test_mlp_dropout_is_off_in_eval_mode(student, reference_mlp, make_input):

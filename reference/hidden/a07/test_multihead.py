@@ -10,6 +10,7 @@ from grader.suite import (
     expect_computes_with,
     expect_contract_parameters,
     expect_dropout,
+    expect_new_draws,
     expect_follows_device,
     expect_no_dropout_at_zero,
     expect_raises,
@@ -100,7 +101,7 @@ def test_multihead_dropout_after_the_projection_in_training_mode(new_graded, ref
     # Its own dropout, its heads in eval mode (theirs is graded in Head): each output zero or
     # twice the eval-mode one (grader.suite.dropout).
     x = make_input(4, CONTEXT, D_MODEL, seed=407)
-    outputs = {}
+    outputs, again = {}, {}
     for p in (0.0, 0.5):
         module = in_eval_mode(new_graded(reference_multihead, "MultiHead", D_MODEL, NUM_HEADS, CONTEXT, dropout=p))
         what = f"MultiHead(dropout={p})(x)"
@@ -112,12 +113,15 @@ def test_multihead_dropout_after_the_projection_in_training_mode(new_graded, ref
             pass
         seed_student(408)
         outputs[p] = expect_tensor(f"{what} in training mode", module(x), shape=x.shape), kept
+        again[p] = module(x)  # the next call drops other units (expect_new_draws)
     expect_no_dropout_at_zero("MultiHead(dropout=0.0)", *outputs[0.0], atol=ATOL, rtol=RTOL)
     # Kept: the same weights with dropout=0.0, in eval mode; this module's own eval mode is another test's.
     expect_dropout("MultiHead(dropout=0.5) in training mode", outputs[0.5][0], outputs[0.0][1], 0.5, atol=ATOL,
                    rtol=RTOL,
                    named=DropoutHints(missing=variants.MULTIHEAD_DROPOUT_MISSING,
                                       misplaced=variants.MULTIHEAD_DROPOUT_MISPLACED))
+    expect_new_draws("MultiHead(dropout=0.5) in training mode", outputs[0.5][0], again[0.5], outputs[0.0][1],
+                     atol=ATOL, rtol=RTOL)
 
 
 def test_multihead_follows_the_input_device(student, make_input, device):

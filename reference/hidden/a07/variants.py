@@ -11,7 +11,7 @@ import torch.nn.functional as F
 # Shared with 01-03, worded once (grader.core.hints); "scaled by d_model" is the input width here.
 from grader.suite import FUTURE_VISIBLE, MASK_FILL_NOT_NEGATIVE, SCALE_BY_INPUT_WIDTH, Mistake
 # Dropout in Head, MultiHead and MLP, judged as every part that owns one is (grader.suite.dropout).
-from grader.suite import DROPOUT_RATE_IGNORED, DROPOUT_UNSCALED  # noqa: F401
+from grader.suite import DROPOUT_RATE_IGNORED, DROPOUT_SAME_UNITS, DROPOUT_UNSCALED  # noqa: F401
 
 # ---- Head, MultiHead, MLP, Block, GPT ------------------------------------------------------
 NO_SCALE = "scores not scaled: multiply q @ k^T by head_size ** -0.5 (k.size(-1) ** -0.5)"
