@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from grader.core import hints
-from grader.suite import OWN_WIRING, PIECES_DIFFER, describe_piece
+from grader.suite import PIECES_DIFFER, describe_piece
 from reference import as_submission, module_for
 from reference.hidden.a01 import variants as v01
 from reference.hidden.a02 import variants as v02
@@ -203,5 +203,6 @@ def test_07_a_multihead_that_projects_twice_leads_with_its_own_mistake_over_a_wr
     assert (part(report, "Head").score, part(report, "Head").hint) == (8, v07.NO_SCALE)
     multihead = part(report, "MultiHead")
     assert (multihead.score, multihead.max_score) == (5, 11)
-    assert multihead.hints == [OWN_WIRING + "; " + PIECES_DIFFER.format(
-        pieces=describe_piece("Head", ["heads[0]", "heads[1]"], "the Head part"))]
+    # Its own mistake, named (before: "wrong in this part itself"), then the Head that also fails.
+    assert multihead.hints[0] == v07.PROJECTED_TWICE + "; " + PIECES_DIFFER.format(
+        pieces=describe_piece("Head", ["heads[0]", "heads[1]"], "the Head part"))

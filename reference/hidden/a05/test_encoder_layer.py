@@ -18,8 +18,18 @@ from grader.suite import (
     noting_stock,
 )
 from reference.hidden.a05 import variants
-from reference.hidden.a05.conftest import (D_FF, D_MODEL, NUM_HEADS, PIECE_CLASSES, SHAPE_HINT, attention_pieces,
-                                           encoder_modules, expect_sublayers_dropped, ffn_piece, pieces_in_eval_mode)
+from reference.hidden.a05.conftest import (
+    D_FF,
+    D_MODEL,
+    NUM_HEADS,
+    PIECE_CLASSES,
+    SHAPE_HINT,
+    attention_pieces,
+    encoder_modules,
+    expect_sublayers_dropped,
+    ffn_piece,
+    pieces_in_eval_mode,
+)
 from reference.layers import EncoderLayer
 
 pytestmark = pytest.mark.part("EncoderLayer")

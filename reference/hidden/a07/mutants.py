@@ -36,6 +36,11 @@ MODULE_MUTANTS: Mutants = {
     "no output projection": (
         ("return self.dropout(self.proj(out))", "return self.dropout(out)"),
         {"MultiHead": (7, variants.NO_PROJECTION)}),
+    "projection applied twice": (
+        ("return self.dropout(self.proj(out))", "return self.dropout(self.proj(self.proj(out)))"),
+        # Named (before: no hint). The model still trains, too slowly for end_to_end's bound:
+        # end_to_end has nothing of its own to write and is the GPT's work in use.
+        {"MultiHead": (6, variants.PROJECTED_TWICE), "end_to_end": (5, None)}),
     "ReLU": (
         ("self.proj(F.gelu(self.fc(x)))", "self.proj(F.relu(self.fc(x)))"),
         {"MLP": (2, variants.RELU)}),

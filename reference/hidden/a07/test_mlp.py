@@ -1,5 +1,4 @@
 import pytest
-import torch
 
 from grader.suite import (
     DropoutHints,
@@ -7,8 +6,8 @@ from grader.suite import (
     expect_computes_with,
     expect_contract_parameters,
     expect_dropout,
-    expect_new_draws,
     expect_follows_device,
+    expect_new_draws,
     expect_no_dropout_at_zero,
     expect_same_gradients,
     expect_tensor,

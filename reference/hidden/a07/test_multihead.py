@@ -10,8 +10,8 @@ from grader.suite import (
     expect_computes_with,
     expect_contract_parameters,
     expect_dropout,
-    expect_new_draws,
     expect_follows_device,
+    expect_new_draws,
     expect_no_dropout_at_zero,
     expect_raises,
     expect_replaced_pieces_written,
@@ -49,7 +49,9 @@ def expect_multihead(what: str, module, reference: MultiHead, x: torch.Tensor) -
         expect_tensor(what, got, shape=x.shape)
         expect_wiring(what, got, reference(x), lambda: reference.proj(torch.cat([h(x) for h in heads], dim=-1)),
                       atol=ATOL, rtol=RTOL, pieces=pieces, unusable_hint=variants.PIECES_UNUSABLE,
-                      mistakes={variants.NO_PROJECTION: lambda: torch.cat([h(x) for h in heads], dim=-1)})
+                      mistakes={variants.NO_PROJECTION: lambda: torch.cat([h(x) for h in heads], dim=-1),
+                                variants.PROJECTED_TWICE: lambda: reference.proj(reference.proj(
+                                    torch.cat([h(x) for h in heads], dim=-1)))})
 
 
 def test_multihead_has_the_contract_parameters(student, new_for_names, new_graded, reference_multihead, make_input):

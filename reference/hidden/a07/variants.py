@@ -21,6 +21,7 @@ MASK_NOT_CROPPED = ("the tril mask is not cropped to the input: use self.tril[:T
 PROJECTION_REUSED = ("a projection computes two of q, k and v: q = self.query(x), k = self.key(x), v = self.value(x), "
                      "each with its own")
 NO_PROJECTION = "the heads are concatenated but not projected: MultiHead returns dropout(proj(cat(heads)))"
+PROJECTED_TWICE = "the output projection is applied twice: MultiHead returns dropout(proj(cat(heads))), with one proj"
 RELU = "ReLU instead of GELU: the MLP is proj(gelu(fc(x))) with F.gelu (exact, erf)"
 TANH_GELU = "the tanh approximation of GELU: use the exact one, F.gelu(x) (approximate='none', nn.GELU())"
 NO_ACTIVATION = "no activation between fc and proj: proj(gelu(fc(x)))"
