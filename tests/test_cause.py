@@ -206,3 +206,26 @@ def test_07_a_multihead_that_projects_twice_leads_with_its_own_mistake_over_a_wr
     # Its own mistake, named (before: "wrong in this part itself"), then the Head that also fails.
     assert multihead.hints[0] == v07.PROJECTED_TWICE + "; " + PIECES_DIFFER.format(
         pieces=describe_piece("Head", ["heads[0]", "heads[1]"], "the Head part"))
+
+
+# ---- the stock parts of a rerun bring no answer of the part under test ------------------------
+
+# An attack on "charged where it is made": softmax loses 1 point on purpose (float64 comes back
+# float32), so scaled_dot_product_attention's failing tests run again with the stock softmax;
+# there, this sdpa hands back the stock sdpa's output, if the stock module holds one.
+BORROWS_THE_STOCK_SDPA = '''    stock = softmax.__globals__
+    if stock is not globals() and "scaled_dot_product_attention" in stock:
+        return stock["scaled_dot_product_attention"](q, k, v, mask)
+    return v, q @ k.transpose(-2, -1)
+'''
+
+
+def test_a_part_that_borrows_a_stock_answer_in_the_rerun_keeps_no_points(grade_source):
+    report = grade_source(edited("01", ("    return exp / exp.sum(dim=dim, keepdim=True)\n",
+                                        "    return (exp / exp.sum(dim=dim, keepdim=True)).float()\n"),
+                                 ('    d_k = q.size(-1)\n    scores = attention_scores(q, k) / math.sqrt(d_k)',
+                                  BORROWS_THE_STOCK_SDPA + '    d_k = q.size(-1)\n    scores = attention_scores(q, k) / math.sqrt(d_k)')),
+                          assignment=ROOT / "assignments" / "01")
+    assert part(report, "softmax").score == 13
+    sdpa = part(report, "scaled_dot_product_attention")
+    assert sdpa.score < 5 and not sdpa.scored_by.charged_to  # its tests failed with the stock softmax too

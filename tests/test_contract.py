@@ -176,3 +176,23 @@ def test_turning_the_rubric_off_changes_the_contracts_fingerprint(tmp_path):
     course.write_text("[rubric]\nenabled = false\n")
     off = Fingerprint.of(Assignment.load(tmp_path / assignment.name), DEFAULT)
     assert off.changed(on.to_dict()) == ["contract changed"]
+
+
+def test_a_stand_in_brings_no_answer_of_the_part_that_uses_it(assignment):
+    # A test that passes with the stock pieces in place is charged to them: the child they are
+    # sent to must not find the stock answer of the part under test beside them (01's stock
+    # softmax sent with the stock scaled_dot_product_attention would let a submission's sdpa
+    # hand that one's output back in the rerun and keep its points).
+    from grader.engine.plugin import StandIns, _bound
+    from grader.engine.runner import _stand_ins
+
+    stand_ins = _stand_ins(assignment)
+    if stand_ins is None:
+        return
+    for part, used in stand_ins.uses.items():
+        source = stand_ins.source_for(used)
+        bound = {name for statement in ast.parse(source).body for name in _bound(statement)}
+        assert set(used) <= bound, (part, used)
+        assert not {part, f"Stock{part}"} & bound, (assignment.id, part, sorted(bound))
+    whole = StandIns(stand_ins.source, stand_ins.uses)
+    assert len(whole.source_for(list(stand_ins.uses.values())[0])) < len(stand_ins.source)

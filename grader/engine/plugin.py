@@ -15,7 +15,8 @@ The rerun's own verdict counts for nothing else.
 
 from __future__ import annotations
 
-from collections.abc import Generator, Mapping
+import ast
+from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import pytest
@@ -66,6 +67,41 @@ class StandIns:
 
     source: str
     uses: Mapping[str, tuple[str, ...]]
+
+    def source_for(self, names: Sequence[str]) -> str:
+        """What of ``source`` the stock ``names`` need: its imports and the top-level statements
+        that bind those names or what they use, transitively; nothing else. A stock part is an
+        answer, and a test that passes with it in place is charged to the part it stands for:
+        the child it is sent to must not find beside it the answer of the part under test (a
+        stock scaled_dot_product_attention next to the stock softmax it uses)."""
+        body = ast.parse(self.source).body
+        binders: dict[str, list[int]] = {}
+        for index, statement in enumerate(body):
+            for name in _bound(statement):
+                binders.setdefault(name, []).append(index)
+        keep: set[int] = set()
+        pending, reached = list(names), set()
+        while pending:
+            name = pending.pop()
+            if name in reached:
+                continue
+            reached.add(name)
+            for index in binders.get(name, ()):
+                if index not in keep:
+                    keep.add(index)
+                    pending.extend(node.id for node in ast.walk(body[index]) if isinstance(node, ast.Name))
+        kept = [statement for index, statement in enumerate(body)
+                if index in keep or isinstance(statement, (ast.Import, ast.ImportFrom))]
+        return ast.unparse(ast.Module(body=kept, type_ignores=[]))
+
+
+def _bound(statement: ast.stmt) -> list[str]:
+    """The names a top-level statement binds."""
+    if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return [statement.name]
+    targets = statement.targets if isinstance(statement, ast.Assign) else \
+        [statement.target] if isinstance(statement, ast.AnnAssign) else []
+    return [node.id for target in targets for node in ast.walk(target) if isinstance(node, ast.Name)]
 
 
 class GradingPlugin:
@@ -142,7 +178,7 @@ class GradingPlugin:
         built), in a fresh student process that ends with it (they are answers)."""
         self._rerunning = True
         try:
-            with self._session.standing_in(self._stand_ins.source, used):
+            with self._session.standing_in(self._stand_ins.source_for(used), used):
                 item._initrequest()
                 reports = runtestprotocol(item, log=False, nextitem=None)
         finally:

@@ -89,4 +89,7 @@ class StockDecoderLayer(nn.Module):
 
 # By the contract's names: what stands in for the student's own piece when a part that uses it
 # fails (the contract's ``uses``), to tell whether that piece is the cause (grader.engine.plugin).
-FeedForward, EncoderLayer, DecoderLayer = StockFeedForward, StockEncoderLayer, StockDecoderLayer
+# One a line: what stands in for one piece brings no other along (engine.plugin.StandIns.source_for).
+FeedForward = StockFeedForward
+EncoderLayer = StockEncoderLayer
+DecoderLayer = StockDecoderLayer

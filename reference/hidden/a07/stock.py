@@ -73,7 +73,11 @@ class StockBlock(nn.Module):
 
 # By the contract's names: what stands in for the student's own piece when a part that uses it
 # fails (the contract's ``uses``), to tell whether that piece is the cause (grader.engine.plugin).
-Head, MultiHead, MLP, Block = StockHead, StockMultiHead, StockMLP, StockBlock
+# One a line: what stands in for one piece brings no other along (engine.plugin.StandIns.source_for).
+Head = StockHead
+MultiHead = StockMultiHead
+MLP = StockMLP
+Block = StockBlock
 
 
 class GPT(nn.Module):
