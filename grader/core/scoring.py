@@ -58,8 +58,9 @@ def score_parts(part_ids: tuple[str, ...], tests: list[tuple[str, TestResult]],
         max_score = sum(result.max_score for result in results)
         tests_score = sum(result.score for result in results)
         own_score = tests_score + sum(result.max_score - result.score for result in elsewhere)
-        scored_by = by_rubric([result for result in results if result not in elsewhere], max_score, own_score,
-                              deductions or {})
+        charged_elsewhere = {id(result) for result in elsewhere}
+        scored_by = by_rubric([result for result in results if id(result) not in charged_elsewhere], max_score,
+                              own_score, deductions or {})
         if scored_by or elsewhere:  # what the tests alone gave, and where the rest is charged
             scored_by = replace(scored_by or ScoredBy(), tests_score=tests_score, charged_to=culprits if elsewhere else [])
         parts.append(PartResult(
