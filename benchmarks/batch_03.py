@@ -12,18 +12,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import nbformat
+from common import ROOT, import_torch_s, timed
 from nbformat.v4 import new_code_cell, new_notebook
 
 from reference import as_submission
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def make_submissions(folder: Path, count: int) -> None:
@@ -44,19 +41,13 @@ def make_submissions(folder: Path, count: int) -> None:
         (student / f"mha.{suffix}").write_text(text)
 
 
-def timed(command: list[str]) -> tuple[float, subprocess.CompletedProcess]:
-    started = time.perf_counter()
-    result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
-    return time.perf_counter() - started, result
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=200)
     parser.add_argument("--jobs", type=int, default=2)
     args = parser.parse_args()
 
-    import_s = min(timed([sys.executable, "-c", "import torch"])[0] for _ in range(3))
+    import_s = import_torch_s()
     with tempfile.TemporaryDirectory() as tmp:
         folder, out = Path(tmp, "submissions"), Path(tmp, "results")
         make_submissions(folder, args.count)

@@ -25,6 +25,9 @@ ASSIGNMENTS = ROOT / "assignments"
 ASSIGNMENT_03 = ASSIGNMENTS / "03"
 # Short enough to keep the suite quick, long enough for a correct submission on a busy CI box.
 TEST_LIMITS = Limits(call_timeout_s=5.0, cell_timeout_s=2.0, memory_bytes=2 * 2**30)
+# Where grade_source grades: GRADER_TEST_DEVICE=cuda runs the tests that use it (the mistake
+# tables among them) on a GPU, as an instructor's GPU machine grades (docs/performance.md).
+TEST_DEVICE = os.environ.get("GRADER_TEST_DEVICE", "cpu")
 
 
 # The sandbox's layers, as the machine offers them (its kernel's features, root): a test marked
@@ -75,7 +78,7 @@ def grade_source(tmp_path):
     def run(text: str | bytes, suffix: str = ".py", assignment: Path = ASSIGNMENT_03, **kwargs) -> GradeReport:
         path = tmp_path / f"submission{suffix}"
         path.write_bytes(text if isinstance(text, bytes) else text.encode("utf-8"))
-        return grade(assignment, path, device="cpu", limits=kwargs.pop("limits", TEST_LIMITS), **kwargs)
+        return grade(assignment, path, device=TEST_DEVICE, limits=kwargs.pop("limits", TEST_LIMITS), **kwargs)
     return run
 
 

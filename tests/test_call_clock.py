@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -15,9 +16,12 @@ from dataclasses import replace
 
 import pytest
 
+from grader.core.ingest import Cell, Program
+from grader.sandbox import namespaces, protocol
 from grader.sandbox.cgroups import SubmissionCgroup
-from grader.sandbox.child_process import WALL_PER_CPU_SECOND
+from grader.sandbox.child_process import WALL_PER_CPU_SECOND, ChildProcess, _Loading
 from grader.sandbox.errors import StudentTimeout
+from grader.sandbox.isolation import Isolation
 from grader.sandbox.zygote import Child, Zygote
 from tests.conftest import descendants
 from tests.test_sandbox import LIMITS, session_for  # noqa: F401  (the fixture)
@@ -36,12 +40,15 @@ def burn(seconds):
 
 
 @pytest.mark.slow
-def test_a_call_that_waits_for_a_cpu_is_not_timed_out(session_for):  # noqa: F811
+@pytest.mark.parametrize("clock", ["cgroup", "process tree"])
+def test_a_call_that_waits_for_a_cpu_is_not_timed_out(session_for, clock):  # noqa: F811
     # The student's processes are stopped for 4 s in the middle of 0.5 s of computing, as a
     # busy machine's scheduler would leave them waiting: past the 3 s limit as a wall clock
-    # counts, well within it as CPU time.
+    # counts, well within it as CPU time. Without a cgroup (a GPU machine's container, say),
+    # the CPU time of the processes below the namespaces' relay counts.
     limits = replace(LIMITS, call_timeout_s=3.0)
-    session = session_for(BURN, limits=limits)
+    layers = None if clock == "cgroup" else Isolation(landlock=False, namespaces=namespaces.namespaces_available())
+    session = session_for(BURN, limits=limits, layers=layers)
     session.call("burn", 0.01)
     child = session._process._child.pid
     processes = [child, *descendants(child)]  # outside its namespaces, a relay; the code runs below
@@ -110,5 +117,55 @@ def test_without_a_cgroup_the_child_s_own_cpu_time_is_read_from_proc():
         spinner.kill()
         spinner.wait()
     assert zygote.cpu_seconds(child) is None  # gone: no clock, and the wall clock counts instead
-    # Outside its namespaces the child is a relay, whose CPU time says nothing: the wall clock counts.
-    assert Zygote(control=None, pid=0, child_runs_the_code=False).cpu_seconds(Child(os.getpid(), None, -1)) is None
+
+
+def test_without_a_cgroup_the_cpu_time_of_the_processes_below_a_relay_counts():
+    # Outside its namespaces the child is a relay that only waits; the code runs in a process
+    # below it (below the namespaces' init), and so may what that process starts.
+    relay = subprocess.Popen([sys.executable, "-c", "import subprocess, sys\nsubprocess.run([sys.executable, '-c', "
+                              "'import time\\nt = time.process_time()\\nwhile time.process_time() - t < 0.4:\\n"
+                              "    pass\\ntime.sleep(60)\\n'])\n"])
+    try:
+        zygote, child = Zygote(control=None, pid=0), Child(relay.pid, sock=None, output=-1)
+        deadline = time.monotonic() + 30
+        while (used := zygote.cpu_seconds(child)) < 0.4 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert 0.4 <= used < 5
+    finally:
+        for pid in descendants(relay.pid):
+            os.kill(pid, signal.SIGKILL)
+        relay.kill()
+        relay.wait()
+
+
+class _QuietZygote:
+    """Just what a ChildProcess asks of its zygote before any child has started."""
+
+    def oom_kills(self) -> int:
+        return 0
+
+
+def test_a_child_s_start_is_the_grader_s_time_not_the_first_cell_s():
+    # A fresh child confines itself and, on a GPU, makes its CUDA context before it runs the
+    # program: seconds on a busy GPU machine. Counted in the first cell's limit, they failed
+    # whole submissions to load; they count in no limit of the student's, nor in their time.
+    limits = replace(LIMITS, cell_timeout_s=0.5)
+    process = ChildProcess(_QuietZygote(), Program("module", (Cell("x = 1\n", "m.py"),)), limits)
+    ours, theirs = socket.socketpair()
+
+    def child() -> None:
+        time.sleep(1.5)  # the sandbox and a CUDA context
+        for event in ({"event": "started"}, {"event": "cell_start", "index": 0, "offset": 0},
+                      {"event": "cell_done", "index": 0}, {"event": "ready", "offset": 0}):
+            protocol.send(theirs, event)
+
+    starting = threading.Thread(target=child)
+    starting.start()
+    try:
+        loading = _Loading(process, Child(os.getpid(), ours, -1))
+        loading.follow()  # no Deadline: the cell's 0.5 s started once the child had
+        assert time.monotonic() - loading.started < 1.0
+    finally:
+        starting.join()
+        ours.close()
+        theirs.close()

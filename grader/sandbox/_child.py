@@ -61,9 +61,12 @@ def run(
     from never held a submission.
     """
     code = 0
+    confined = False
     try:
         sock = _to_high_descriptor(sock)
         _confine(limits, scratch, device, hidden_paths, isolation, output)
+        confined = True
+        protocol.send(sock, {"event": "started"})  # the program's time limits count from here
         message, _ = protocol.recv(sock, max_header=PROGRAM_MESSAGE_BYTES, max_payload=0)
         program = Program.from_dict(message["program"])
         skip = frozenset(message["skip"])
@@ -76,6 +79,8 @@ def run(
         _Server(sock, namespace).serve()
     except BaseException:  # the connection is gone or the runtime itself failed
         code = 70
+        if not confined:  # the grader's own failure (CUDA refused in the sandbox, say): the output says why
+            traceback.print_exc()
     finally:
         sys.stdout.flush()
         sys.stderr.flush()
@@ -112,6 +117,8 @@ def _confine(limits: Limits, scratch: Path, device: str, hidden_paths: tuple[str
         # From here on: no network, no other processes in sight, a read-only filesystem with
         # a size-capped scratch tmpfs, no capabilities. Whatever the student starts dies with us.
         namespaces.enter(str(scratch), limits.scratch_bytes, limits.scratch_files, hidden_paths)
+    if device.startswith("cuda"):
+        _open_cuda(device, limits)
     env = {key: os.environ[key] for key in _KEPT_ENV if key in os.environ}
     env.update(HOME=str(scratch), TMPDIR=str(scratch), MPLBACKEND="Agg", OMP_NUM_THREADS=str(limits.threads))
     _replace_environment(env)
@@ -119,14 +126,25 @@ def _confine(limits: Limits, scratch: Path, device: str, hidden_paths: tuple[str
         landlock.restrict(str(scratch))  # from here on, the grader's files cannot be opened
     if isolation.seccomp:
         seccomp.restrict()  # tracing, mounting, BPF, io_uring... fail with EPERM
-    if device.startswith("cuda"):
-        # RLIMIT_AS breaks CUDA's large virtual mappings; cap the GPU allocator instead.
-        total = torch.cuda.get_device_properties(device).total_memory
-        torch.cuda.set_per_process_memory_fraction(min(1.0, limits.memory_bytes / total), device)
-    else:
+    if not device.startswith("cuda"):
         resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
     # Last: the relay and init above close descriptors up to this limit (the socket is at 512).
     resource.setrlimit(resource.RLIMIT_NOFILE, (limits.open_files, limits.open_files))
+
+
+def _open_cuda(device: str, limits: Limits) -> None:
+    """Make this process's CUDA context now: in the process that runs the student's code (CUDA
+    does not survive a fork, and entering the namespaces forks), while the grader's environment
+    (CUDA_VISIBLE_DEVICES) still holds, and before Landlock, which would refuse to open the
+    driver's device files for writing. What is opened here stays usable after it."""
+    # RLIMIT_AS breaks CUDA's large virtual mappings; cap the GPU allocator instead.
+    index = torch.cuda._utils._get_device_index(torch.device(device), optional=True)  # "cuda": the current one
+    total = torch.cuda.get_device_properties(index).total_memory
+    torch.cuda.set_per_process_memory_fraction(min(1.0, limits.memory_bytes / total), index)
+    # The context (and the unified-memory device it opens) and cuBLAS's handle: their seconds are
+    # the grader's, at the start, never a student call's.
+    ones = torch.ones(8, 8, device=device)
+    (ones @ ones).sum().item()
 
 
 def _replace_environment(env: dict[str, str]) -> None:

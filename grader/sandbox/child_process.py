@@ -37,6 +37,9 @@ from grader.sandbox.zygote import Child, Zygote, ZygoteGone
 ZYGOTE_KILLED = ("your code killed the grader's process that starts it, so no further tests could run "
                  "(do not signal other processes)")
 NOTE_CHARS, MAX_NOTES = 500, 50
+# Wall-clock seconds a fresh child may take to confine itself (and, on CUDA, to make its
+# context) before the program's own limits start: a busy GPU machine's, with room to spare.
+STARTUP_TIMEOUT_S = 60.0
 # A call's time limit is CPU time; how long the grader waits for its answer, whatever the CPU
 # does (a sleep uses none), is this many seconds per second of the limit: room for a machine
 # three times oversubscribed.
@@ -191,7 +194,7 @@ class ChildProcess:
             loading = _Loading(self, child)
             try:
                 protocol.send(child.sock, {"program": self.program.to_dict(), "skip": sorted(self._skip)},
-                              deadline=loading.started + self.limits.cell_timeout_s)
+                              deadline=loading.started + STARTUP_TIMEOUT_S)
                 loading.follow()
                 self._printed_through = len(self.program.cells)
                 return child
@@ -199,6 +202,8 @@ class ChildProcess:
                 self._retire(child)
                 why = loading.why_late()
             except (PeerClosed, BrokenPipeError, ConnectionResetError):
+                if loading.running is None:  # it ended before any of the program ran: what it
+                    child.output_from = 0  # printed is the grader's own (a sandbox that refused CUDA)
                 why = f"ended the process ({self._retire(child, hung_up=True)})"
             except ProtocolError as exc:
                 self._retire(child)
@@ -298,13 +303,20 @@ class _Loading:
 
     def __init__(self, process: ChildProcess, child: Child):
         self.process, self.child = process, child
-        self.started = time.monotonic()
+        self.started = time.monotonic()  # then, once the child has started, that time
         self.running: int | None = None  # the cell that has started and not yet ended
-        self.bound = "cell"  # which limit the current wait ends at: "cell", "load" or "budget"
+        # Which limit the current wait ends at: "start", "cell", "load" or "budget".
+        self.bound = "start"
         self._last_started = -1
 
     def follow(self) -> None:
-        """Read the child's events until it is ready; raises Deadline, PeerClosed or ProtocolError."""
+        """Wait for the child to start, then read its events until it is ready; raises Deadline,
+        PeerClosed or ProtocolError. The start (the sandbox, a CUDA context) is the grader's
+        time: the program's limits, and the submission's time, count from its end."""
+        event, _ = protocol.recv(self.child.sock, self.started + STARTUP_TIMEOUT_S)
+        if event.get("event") != "started":
+            raise ProtocolError(f"unexpected event {clean(str(event), 80)}")
+        self.started = time.monotonic()
         limits = self.process.limits
         ends = {"load": self.started + limits.load_timeout_s, "budget": self.started + self.process._time_left}
         while True:
@@ -344,6 +356,7 @@ class _Loading:
     def why_late(self) -> str:
         limits = self.process.limits
         return {
+            "start": f"did not start within {STARTUP_TIMEOUT_S:g} s (the grader's machine may be overloaded)",
             "cell": cells.ran_past(limits.cell_timeout_s),
             "load": cells.took_too_long(limits.load_timeout_s),
             "budget": f"ran past the total time limit of {limits.student_time_s:g} s for your submission",

@@ -25,6 +25,7 @@ source and what the suite sends it, and nothing else.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import gc
 import importlib
 import json
@@ -181,14 +182,10 @@ class ZygoteConfig:
 class Zygote:
     """The suite process's handle on its submission zygote."""
 
-    def __init__(self, control: socket.socket, pid: int, cgroup: SubmissionCgroup | None = None,
-                 child_runs_the_code: bool = True):
+    def __init__(self, control: socket.socket, pid: int, cgroup: SubmissionCgroup | None = None):
         self._control = control
         self.pid = pid
         self._cgroup = cgroup
-        # Whether a child's pid is the process that runs the student's code, not a relay outside
-        # its namespaces (whose own CPU time says nothing of the code's).
-        self._child_runs_the_code = child_runs_the_code
 
     @classmethod
     def open(cls, control: socket.socket, config: ZygoteConfig) -> Zygote:
@@ -203,8 +200,7 @@ class Zygote:
         if "pid" not in reply:
             raise ZygoteUnavailable(f"the submission zygote could not start: {reply.get('error', 'no answer')}")
         control.settimeout(CONTROL_TIMEOUT_S)
-        return cls(control, reply["pid"], SubmissionCgroup(map(Path, config.cgroup)) if config.cgroup else None,
-                   child_runs_the_code=not config.isolation.namespaces)
+        return cls(control, reply["pid"], SubmissionCgroup(map(Path, config.cgroup)) if config.cgroup else None)
 
     def spawn(self) -> Child:
         try:
@@ -236,21 +232,40 @@ class Zygote:
 
     def cpu_seconds(self, child: Child) -> float | None:
         """CPU time the submission has used so far: all its processes together where its cgroup
-        accounts it, else ``child``'s and its waited-for children's where the child runs the code
-        itself; None where neither can be read."""
+        accounts it, else that of ``child``'s process tree (outside its namespaces, the child is
+        a relay; the code runs below it); None where neither can be read."""
         if self._cgroup is not None and (seconds := self._cgroup.cpu_seconds()) is not None:
             return seconds
-        if not self._child_runs_the_code:
-            return None
-        try:  # the fields after the command, which may hold spaces and parentheses
-            fields = Path(f"/proc/{child.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            return None
-        utime, stime, cutime, cstime = (int(field) for field in fields[11:15])
-        return (utime + stime + cutime + cstime) / os.sysconf("SC_CLK_TCK")
+        return process_tree_cpu_seconds(child.pid)
 
     def stop(self) -> None:
         self._control.close()  # the zygote kills its children and exits on EOF
+
+
+def process_tree_cpu_seconds(root: int) -> float | None:
+    """CPU time of ``root`` and its descendants now alive, each with the children it has waited
+    for (the processes that ended: reaped by their parent, or by the namespaces' init); None
+    where ``root`` is gone or the kernel does not list children (/proc/PID/task/TID/children)."""
+    if not os.path.exists(f"/proc/{root}/task/{root}/children"):
+        return None
+    ticks, pending, seen = 0, [root], set()
+    while pending:
+        pid = pending.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        try:  # the fields after the command, which may hold spaces and parentheses
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            threads = os.listdir(f"/proc/{pid}/task")
+        except (OSError, IndexError):
+            if pid == root:
+                return None
+            continue  # it ended since its parent listed it: its parent's waited-for time has it
+        ticks += sum(int(field) for field in fields[11:15])  # utime, stime, cutime, cstime
+        for tid in threads:
+            with contextlib.suppress(OSError):  # a thread that ended since
+                pending.extend(int(child) for child in Path(f"/proc/{pid}/task/{tid}/children").read_text().split())
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 # ---- the zygote server (exec'd) ------------------------------------------------------------
