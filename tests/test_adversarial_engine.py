@@ -137,11 +137,14 @@ def test_a_malformed_reply_fails_that_test_as_the_students_not_as_a_grader_error
 
 
 def _peak_suite_memory(source: str, tmp_path: Path) -> tuple[GradeReport, int]:
-    """Grade in a process of its own; the largest resident size of its suite processes (bytes)."""
+    """Grade in a process of its own; the largest resident size of its suite processes (bytes).
+    Each call has its full limit: making a reply of hundreds of MiB takes the child more than
+    the floor a call starts with, and what is tested here is the reply, not the time."""
     submission = tmp_path / "mha.py"
     submission.write_text(source)
     script = ("import json, resource, sys\nfrom grader.engine.api import grade\nfrom grader.sandbox.limits import Limits\n"
-              "report = grade(sys.argv[1], sys.argv[2], device='cpu', limits=Limits(memory_bytes=6 * 2**30))\n"
+              "report = grade(sys.argv[1], sys.argv[2], device='cpu', limits=Limits(memory_bytes=6 * 2**30, "
+              "call_floor_s=10.0))\n"
               "print(json.dumps({'report': report.to_dict(), "
               "'peak': resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024}))\n")
     result = subprocess.run([sys.executable, "-c", script, str(ASSIGNMENT_03), str(submission)], cwd=ROOT,

@@ -1,14 +1,17 @@
-"""Hangs cost seconds, not minutes: after a call times out, calls that may run the hung code
-get a shorter limit, derived from the reference's time for the call (at least
-``Limits.hung_call_timeout_s``); everything else keeps the full per-call limit.
+"""Hangs cost seconds, not minutes: a call gets ``Limits.call_floor_s``, then, still running,
+the limit the reference's time for the same call gives it (``call_slowdown`` times, at most
+``call_timeout_s``; the full limit where the reference cannot time it). After a call times
+out, calls that may run the hung code start from ``Limits.hung_call_timeout_s`` instead.
 
 Which calls those are is read from the source (:class:`grader.sandbox.hung_calls.HungCalls`),
 so these tests assert on the limit each call is given, never on wall time; the end-to-end
-test checks that correct but slow code next to a hang keeps its marks.
+tests check that correct but slow code (Python loops over heads, over positions), alone or
+next to a hang, keeps its marks.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from types import ModuleType
 
@@ -19,9 +22,9 @@ import reference.multihead
 from grader.core.ingest import Cell, Program
 from grader.sandbox.hung_calls import HungCalls
 from grader.sandbox.reference_timing import reference_seconds
-from tests.conftest import TEST_LIMITS, mutant, notebook_text, part
+from tests.conftest import ROOT, TEST_LIMITS, mutant, notebook_text, part
 
-LIMITS = replace(TEST_LIMITS, call_timeout_s=2.0, hung_call_timeout_s=0.25)
+LIMITS = replace(TEST_LIMITS, call_timeout_s=2.0, call_floor_s=0.5, hung_call_timeout_s=0.25)
 
 # Tutorial style: split with a loop over heads, attention per head with einsum.
 HEADS_BY_LOOP = """\
@@ -70,33 +73,66 @@ class MultiHeadAttention(nn.Module):
 """
 
 
+# Attention one query position at a time, the weights put together before dropout.
+POSITIONS_BY_LOOP = mutant(HEADS_BY_LOOP, """        heads = []
+        for h in range(self.h):
+            scores = torch.einsum("bqd,bkd->bqk", q[:, h], k[:, h]) / math.sqrt(self.d_k)
+            if mask is not None:
+                scores = scores.masked_fill(mask.squeeze(1) == 0, -1e9)
+            heads.append(self.dropout(scores.softmax(dim=-1)) @ v[:, h])
+""", """        heads = []
+        keep = None if mask is None else mask.squeeze(1) != 0  # (B or 1, Tq or 1, Tk)
+        for h in range(self.h):
+            rows = []
+            for i in range(q.shape[2]):
+                row = (k[:, h] @ q[:, h, i].unsqueeze(-1)).squeeze(-1) / math.sqrt(self.d_k)  # (B, Tk)
+                if keep is not None:
+                    row = row.masked_fill(~keep[:, min(i, keep.shape[1] - 1)], -1e9)
+                rows.append(row.softmax(dim=-1))
+            heads.append(self.dropout(torch.stack(rows, dim=1)) @ v[:, h])
+""")
+
+# The sinusoidal table element by element, as tutorials write it: 650 times the reference's
+# time for the suite's longest table (5000 x 64).
+TABLE_BY_LOOP = """\
+import math
+import torch
+
+
+def sinusoidal_encoding(max_len, d_model):
+    if d_model % 2:
+        raise ValueError("d_model must be even")
+    if max_len < 0:
+        raise ValueError("max_len must be non-negative")
+    pe = torch.zeros(max_len, d_model)
+    for pos in range(max_len):
+        for i in range(0, d_model, 2):
+            angle = pos / (10000 ** (i / d_model))
+            pe[pos, i] = math.sin(angle)
+            pe[pos, i + 1] = math.cos(angle)
+    return pe
+"""
+
+
 def hung_calls(source: str) -> HungCalls:
     return HungCalls(Program("notebook", (Cell(source, "cell 1"),)), LIMITS)
 
 
-def test_a_call_gets_the_full_limit_until_its_function_has_timed_out():
+def test_a_call_gets_the_floor_then_what_the_reference_s_time_for_it_gives():
     calls = hung_calls(HEADS_BY_LOOP)
-    assert calls.timeout_s("split_heads") == (2.0, None)
-    calls.timed_out("split_heads")
-    seconds, why = calls.timeout_s("split_heads")
-    assert seconds == 0.25 and why.startswith("split_heads ran past the time limit of 2 s")
+    slowdown = LIMITS.call_slowdown
+    assert slowdown >= 2000  # Python loops element by element where the reference is vectorised
+    assert calls.limit("split_heads").first_s == 0.5
+    assert calls.limit("split_heads", lambda: 1.2 / slowdown).final() == (pytest.approx(1.2), (
+        "a call may take 3000 times the reference's time for it, at least 0.5 s"))  # a heavy call
+    assert calls.limit("split_heads", lambda: 1e-5).final()[0] == 0.5  # the round trip dominates
+    assert calls.limit("split_heads", lambda: 0.5).final() == (2.0, None)  # never above the per-call limit
+    # No yardstick (an argument in the student's process, a helper of the student's own): the
+    # full limit, as slow as honest code may be.
+    assert calls.limit("my_helper", lambda: None).final() == (2.0, None)
 
 
-def test_a_hang_shortens_the_calls_that_may_run_its_code_and_no_other():
-    calls = hung_calls(HEADS_BY_LOOP)
-    calls.timed_out("split_heads")
-    assert calls.timeout_s("MultiHeadAttention.forward")[0] == 0.25  # its forward calls split_heads
-    assert calls.timeout_s("MultiHeadAttention")[0] == 0.25
-    assert calls.timeout_s("combine_heads") == (2.0, None)  # neither calls the other
-
-
-def test_a_hung_caller_shortens_what_it_calls_since_the_hang_may_be_there():
-    calls = hung_calls(HEADS_BY_LOOP)
-    calls.timed_out("MultiHeadAttention.forward")
-    assert calls.timeout_s("split_heads")[0] == calls.timeout_s("combine_heads")[0] == 0.25
-
-
-def test_reach_follows_helpers_and_notebook_cells():
+def test_calls_that_may_run_hung_code_start_from_the_shorter_floor_with_no_full_limit():
     program = Program("notebook", (
         Cell("def _project(x):\n    while True:\n        pass\n", "cell 1"),
         Cell("class Encoder:\n    def forward(self, x):\n        return _project(x)\n", "cell 2"),
@@ -105,36 +141,29 @@ def test_reach_follows_helpers_and_notebook_cells():
     ))
     calls = HungCalls(program, LIMITS)
     calls.timed_out("encode")
-    assert calls.timeout_s("Encoder.forward")[0] == calls.timeout_s("_project")[0] == 0.25
-    assert calls.timeout_s("unrelated")[0] == 2.0
+    assert calls.limit("Encoder.forward").first_s == calls.limit("_project").first_s == 0.25
+    assert calls.limit("_project", lambda: None).final()[0] == 0.25  # no yardstick: the floor
+    assert calls.limit("_project", lambda: 1.2 / LIMITS.hung_call_slowdown).final() == (pytest.approx(1.2), (
+        "encode ran past its time limit in an earlier test, so calls that may run its code get 1.2 s"))
+    assert calls.limit("unrelated").first_s == 0.5
 
 
-def test_the_shorter_limit_never_exceeds_the_per_call_limit():
+def test_a_limit_never_exceeds_the_per_call_limit():
     calls = HungCalls(Program("module", (Cell("def f():\n    pass\n", "mha.py"),)),
                       replace(LIMITS, call_timeout_s=0.1))
+    assert calls.limit("f").first_s == 0.1 and calls.limit("f").final is None
     calls.timed_out("f")
-    assert calls.timeout_s("f")[0] == 0.1
+    assert calls.limit("f").first_s == 0.1
 
 
-def test_the_shorter_limit_is_the_references_time_times_the_slowdown_above_the_floor():
-    calls = hung_calls(HEADS_BY_LOOP)
-    calls.timed_out("split_heads")
-    slowdown = LIMITS.hung_call_slowdown
-    assert slowdown >= 200  # a loop 100 times slower than the reference keeps its marks
-    assert calls.timeout_s("split_heads", lambda: 1.2 / slowdown)[0] == pytest.approx(1.2)  # a heavy call
-    assert calls.timeout_s("split_heads", lambda: 1e-5)[0] == 0.25  # the round trip dominates
-    assert calls.timeout_s("split_heads", lambda: None)[0] == 0.25  # no yardstick
-    assert calls.timeout_s("split_heads", lambda: 0.5)[0] == 2.0  # never above the per-call limit
-
-
-def test_the_reference_is_timed_only_for_a_shortened_call():
+def test_the_reference_is_timed_only_for_a_call_that_runs_past_its_first_limit():
     def not_asked() -> float:
-        raise AssertionError("timed a call that keeps the full limit")
+        raise AssertionError("timed a call that had not run long")
 
     calls = hung_calls(HEADS_BY_LOOP)
-    assert calls.timeout_s("split_heads", not_asked) == (2.0, None)
+    calls.limit("split_heads", not_asked)
     calls.timed_out("split_heads")
-    assert calls.timeout_s("combine_heads", not_asked) == (2.0, None)
+    calls.limit("combine_heads", not_asked)
 
 
 def test_the_reference_times_its_own_function_and_its_own_class_on_the_calls_arguments():
@@ -168,10 +197,24 @@ def test_correct_slow_code_beside_a_hang_keeps_its_marks(grade_source):
 
 
 @pytest.mark.slow
-def test_a_function_that_always_hangs_costs_one_full_limit_per_part_it_reaches(grade_source):
+def test_a_function_that_always_hangs_costs_the_floor_once_then_the_shorter_floor(grade_source):
     always_hangs = mutant(HEADS_BY_LOOP, "    B, T, D = x.shape\n", "    while True:\n        pass\n")
     report = grade_source(always_hangs, limits=LIMITS)
     timeouts = [t.message for p in report.parts for t in p.tests if t.outcome == "timeout"]
-    full = [message for message in timeouts if "time limit of 2 s exceeded" in message]
-    assert len(full) == 1 and len(timeouts) > 10  # the first hang only; the rest get 0.25 s
+    # The first hang: the floor, or what the reference's time for that call gives, if more.
+    first = [message for message in timeouts if re.search(r"limit of [\d.]+ s exceeded \(a call may take 3000 times", message)]
+    shorter = [message for message in timeouts if "time limit of 0.25 s exceeded" in message]
+    assert len(first) == 1 and len(shorter) == len(timeouts) - 1 > 10
     assert part(report, "combine_heads").score == part(report, "combine_heads").max_score
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("source, assignment, parts", [
+    (HEADS_BY_LOOP, "03", ("split_heads", "combine_heads", "MultiHeadAttention")),
+    (POSITIONS_BY_LOOP, "03", ("split_heads", "combine_heads", "MultiHeadAttention")),
+    (TABLE_BY_LOOP, "04", ("sinusoidal_encoding",)),
+], ids=["heads by loop", "positions by loop", "table by loop"])
+def test_correct_code_however_slow_keeps_its_marks(grade_source, source, assignment, parts):
+    # The default floor and slowdowns, under the tests' per-call limit.
+    report = grade_source(source, assignment=ROOT / "assignments" / assignment)
+    assert not [(t.name, t.message) for p in report.parts if p.id in parts for t in p.tests if t.outcome != "passed"]

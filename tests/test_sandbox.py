@@ -10,11 +10,13 @@ import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 import torch
 
 import reference
+import reference.multihead
 from grader.core.ingest import Cell, Program
 from grader.sandbox import cgroups, isolation, landlock, namespaces
 from grader.sandbox.errors import (
@@ -40,19 +42,20 @@ HANGS = replace(LIMITS, call_timeout_s=2.0, cell_timeout_s=1.0)
 
 @pytest.fixture
 def session_for():
-    """session_for(*cell_sources, kind="notebook", sandbox="basic" or layers=Isolation(...)) -> a
-    StudentSession, one submission's; all cleaned up after. ``session_for.workspaces``: each
-    session's :class:`Workspace` (its scratch and cgroup), in order."""
+    """session_for(*cell_sources, kind="notebook", sandbox="basic" or layers=Isolation(...),
+    solution=the reference's module) -> a StudentSession, one submission's; all cleaned up
+    after. ``session_for.workspaces``: each session's :class:`Workspace` (its scratch and
+    cgroup), in order."""
     opened = []
 
     def make(*sources: str, kind: str = "notebook", limits: Limits = LIMITS, sandbox: str = "basic",
-             layers: isolation.Isolation | None = None) -> StudentSession:
+             layers: isolation.Isolation | None = None, solution: ModuleType | None = None) -> StudentSession:
         program = Program(kind, tuple(Cell(source, f"cell {i + 1}") for i, source in enumerate(sources)))
         layers = layers or isolation.choose(sandbox, reference.PACKAGE_DIR)
         workspace = Workspace.open(layers, limits, ())
         zygote = Zygote.open(workspace.control,
                              workspace.zygote_config(limits, "cpu", (str(reference.PACKAGE_DIR),), layers))
-        session = StudentSession(zygote, program, limits)
+        session = StudentSession(zygote, program, limits, solution)
         opened.append((session, zygote, workspace))
         make.workspaces.append(workspace)
         return session
@@ -517,22 +520,34 @@ def test_after_a_timeout_the_session_gives_calls_that_may_run_the_hung_code_the_
                           "    while num_heads == 6:\n        pass\n    return x\n",
                           "def attend(x):\n    return split_heads(x, 2)\n",
                           "def unrelated(x):\n    return x\n",
-                          limits=replace(HANGS, hung_call_timeout_s=0.5))
+                          limits=replace(HANGS, call_floor_s=1.0, hung_call_timeout_s=0.5))
     given: list[tuple[str, float]] = []
     exchange = session._process.exchange
 
-    def spy(header, tensors, label, timeout_s=None, **options):
-        given.append((label, timeout_s))
-        return exchange(header, tensors, label, timeout_s, **options)
+    def spy(header, tensors, label, limit=None, **options):
+        given.append((label, limit.first_s))
+        return exchange(header, tensors, label, limit, **options)
 
     session._process.exchange = spy
-    with pytest.raises(StudentTimeout, match="time limit of 2 s exceeded"):
+    # The session has no reference to time the call by: past the floor, the full limit.
+    with pytest.raises(StudentTimeout, match=r"^split_heads: time limit of 2 s exceeded$"):
         session.call("split_heads", torch.ones(2), 6)
     for name in ("split_heads", "attend", "unrelated"):
         session.call(name, torch.ones(2), *([2] if name == "split_heads" else []))
-    assert given == [("split_heads", 2.0), ("split_heads", 0.5), ("attend", 0.5), ("unrelated", 2.0)]
+    assert given == [("split_heads", 1.0), ("split_heads", 0.5), ("attend", 0.5), ("unrelated", 1.0)]
     with pytest.raises(StudentTimeout, match=r"time limit of 0.5 s exceeded \(split_heads ran past"):
         session.call("split_heads", torch.ones(2), 6)
+
+
+def test_a_call_past_the_floor_gets_what_the_reference_s_time_for_it_gives(session_for):
+    # A while True in split_heads stops at the floor: the reference splits these heads in
+    # microseconds. The floor is all a hang costs, instead of the full per-call limit.
+    session = session_for("def split_heads(x, num_heads):\n    while True:\n        pass\n",
+                          limits=replace(HANGS, call_timeout_s=30.0, call_floor_s=1.0), solution=reference.multihead)
+    started = time.monotonic()
+    with pytest.raises(StudentTimeout, match=r"^split_heads: time limit of 1 s exceeded \(a call may take 3000 times"):
+        session.call("split_heads", torch.ones(2, 3, 8), 2)
+    assert time.monotonic() - started < 30  # not the per-call limit
 
 
 # ---- limits per submission, not per process -------------------------------------------------

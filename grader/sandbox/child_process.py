@@ -30,7 +30,7 @@ from grader.core.ingest import Program
 from grader.core.sanitize import clean
 from grader.sandbox import protocol
 from grader.sandbox.errors import StudentCrashed, StudentTimeout, reported_type_name
-from grader.sandbox.limits import Limits, format_bytes
+from grader.sandbox.limits import CallLimit, Limits, format_bytes
 from grader.sandbox.protocol import Deadline, PeerClosed, ProtocolError, Status
 from grader.sandbox.zygote import Child, Zygote, ZygoteGone
 
@@ -82,24 +82,37 @@ class ChildProcess:
         self._live_child()
 
     def exchange(self, header: dict, tensors: dict[str, torch.Tensor], label: str,
-                 timeout_s: float | None = None, meta: bool = False) -> tuple[dict, Any]:
+                 limit: CallLimit | None = None, meta: bool = False) -> tuple[dict, Any]:
         """Send one request to the live child and wait for its reply, within the call's time
-        limit (``timeout_s``, by default ``limits.call_timeout_s``) and what is left of the
+        limit (``limit``, by default ``limits.call_timeout_s``) and what is left of the
         submission's. Returns the reply, with ``operators``: those the child reported as they
         ran (a request that asks to ``record``), and, when its status is OK, its decoded value.
         A child that runs past the deadline, hangs up or sends no valid reply is retired:
         :class:`StudentTimeout` or :class:`StudentCrashed`. ``meta``: the request sent meta
         tensors, so the reply may hold some (see :func:`protocol.decode`)."""
         child = self._live_child()
-        timeout_s = self.limits.call_timeout_s if timeout_s is None else timeout_s
-        deadline, budget_bound = self._deadline(timeout_s * WALL_PER_CPU_SECOND)
+        limit = limit or CallLimit(self.limits.call_timeout_s)
+        timeout_s, final, reason = limit.first_s, limit.final, None
         started = time.monotonic()
+        deadline, budget_bound = self._deadline(timeout_s * WALL_PER_CPU_SECOND, started)
         clock = _CallClock(lambda: self._zygote.cpu_seconds(child))
         try:
             protocol.send(child.sock, header, tensors, deadline)
             operators: dict[str, None] = {}
             events = 0
-            while (message := self._next_message(child, clock, timeout_s, deadline))[0].get("event") == "operator":
+            while True:
+                try:
+                    message = self._next_message(child, clock, timeout_s, deadline)
+                except Deadline:
+                    if final is None or budget_bound:
+                        raise
+                    # Past its first limit (CPU, or the wall clock a call waiting on a GPU runs
+                    # by): the limit the reference's time gives it, from the call's start.
+                    (timeout_s, reason), final = final(), None
+                    deadline, budget_bound = self._deadline(timeout_s * WALL_PER_CPU_SECOND, started)
+                    continue
+                if message[0].get("event") != "operator":
+                    break
                 operators.setdefault(_reported_operator(message[0], header.get("record") is True, events), None)
                 events += 1
             reply, reply_tensors = message
@@ -108,7 +121,8 @@ class ChildProcess:
             return dict(reply, operators=list(operators)), value
         except Deadline as exc:
             self._retire()
-            raise StudentTimeout(self._time_limit_message(label, budget_bound, timeout_s, exc)) from None
+            message = self._time_limit_message(label, budget_bound, timeout_s, exc)
+            raise StudentTimeout(f"{message} ({reason})" if reason and not budget_bound else message) from None
         except (PeerClosed, BrokenPipeError, ConnectionResetError):
             why = self._retire(hung_up=True)
             raise StudentCrashed(f"{label}: your code ended the process ({why})") from None
@@ -136,22 +150,22 @@ class ChildProcess:
 
     # ---- deadlines and the time budget ---------------------------------------------------------
 
-    def _deadline(self, timeout_s: float) -> tuple[float, bool]:
-        """When a wait of at most ``timeout_s`` must end, and whether the submission's total
-        time (``limits.student_time_s``) is what bounds it."""
+    def _deadline(self, timeout_s: float, since: float) -> tuple[float, bool]:
+        """When a wait of at most ``timeout_s`` from ``since`` must end, and whether the
+        submission's total time (``limits.student_time_s``) is what bounds it."""
         if self._time_left <= 0:
             raise StudentTimeout(f"{self._time_used_up()}, so this test was not run")
-        return time.monotonic() + min(timeout_s, self._time_left), self._time_left < timeout_s
+        return since + min(timeout_s, self._time_left), self._time_left < timeout_s
 
     def _time_used_up(self) -> str:
         return f"your submission used up its total time limit of {self.limits.student_time_s:g} s"
 
     def _time_limit_message(self, label: str, budget_bound: bool, timeout_s: float, late: Deadline) -> str:
         if isinstance(late, _LimitUsedUp):
-            return f"{label}: time limit of {timeout_s:g} s exceeded"
+            return f"{label}: time limit of {timeout_s:.3g} s exceeded"
         if budget_bound:
             return f"{label}: {self._time_used_up()}"
-        return (f"{label}: time limit of {timeout_s:g} s exceeded: no answer after "
+        return (f"{label}: time limit of {timeout_s:.3g} s exceeded: no answer after "
                 f"{timeout_s * WALL_PER_CPU_SECOND:g} s of waiting (a sleep, or a wait for something that never comes?)")
 
     @staticmethod
@@ -188,7 +202,7 @@ class ChildProcess:
     def _load(self) -> Child:
         """Start a child and run the program; skip cells that hung or killed an earlier child."""
         while True:
-            self._deadline(0)  # raises once the submission's time is used up
+            self._deadline(0, time.monotonic())  # raises once the submission's time is used up
             child = self._zygote.spawn()
             child.output_from = -1
             loading = _Loading(self, child)

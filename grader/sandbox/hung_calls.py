@@ -1,19 +1,24 @@
-"""Which of a submission's functions hung, and the shorter time limit their later calls get.
+"""The time limit of each call into student code, and which of a submission's functions hung.
 
-A function that ran past the per-call limit once (``while True: pass`` in ``split_heads``)
-would cost that whole limit again in every test that calls it. So after one of its calls
-timed out, later calls of it get a shorter limit; so do calls of what may run its code or
-hold the hang (a ``MultiHeadAttention`` whose forward calls a hung ``split_heads``, and
-``split_heads`` once that forward hung): any function or class whose code reads its name,
-or whose name its code reads, directly or not. Which names a definition reads is parsed
+Every call is first given ``Limits.call_floor_s`` of CPU time. Almost every call ends long
+before (the suites' calls take milliseconds on the reference). One still running then is
+measured against the reference: the reference's own time for the same call on the grading
+device (:mod:`grader.sandbox.reference_timing`), ``Limits.call_slowdown`` times, so correct
+code that loops in Python where the reference is vectorised (over heads, over positions,
+element by element) finishes; never more than ``Limits.call_timeout_s``. A call the reference
+cannot time (an argument that lives in the student's process, a name the reference does not
+define) gets the full ``call_timeout_s``. So a ``while True: pass`` in ``split_heads`` costs
+``call_floor_s``, not the full limit, and the reference is timed only for a call that ran
+that long.
+
+A function that ran past its limit once would cost it again in every test that calls it. So
+after one of its calls timed out, calls that may run its code or hold the hang (a
+``MultiHeadAttention`` whose forward calls a hung ``split_heads``, and ``split_heads`` once that
+forward hung) get ``Limits.hung_call_slowdown`` times the reference's time, at least
+``Limits.hung_call_timeout_s`` (which covers the round trip of a call the reference does in
+microseconds), and no full limit to fall back on: any function or class whose code reads its
+name, or whose name its code reads, directly or not. Which names a definition reads is parsed
 here (:mod:`grader.source.parsed`), never asked of the student's process.
-
-The shorter limit is derived from the reference's own time for the same call on the grading
-device (:mod:`grader.sandbox.reference_timing`): ``Limits.hung_call_slowdown`` times it, so
-a correct function 100 times slower than the reference still finishes; never less than
-``Limits.hung_call_timeout_s``, which covers the round trip of a call the reference does in
-microseconds (or one it cannot time); never more than the per-call limit. A function that
-never timed out keeps the full per-call limit, however slow.
 """
 
 from __future__ import annotations
@@ -22,12 +27,13 @@ from collections.abc import Callable
 from functools import cached_property
 
 from grader.core.ingest import Program
-from grader.sandbox.limits import Limits
+from grader.sandbox.limits import CallLimit, Limits
 from grader.source.parsed import ParsedSource
 
 
 class HungCalls:
-    """One submission's functions that timed out, by module-level name."""
+    """The limits of one submission's calls, and its functions that timed out, by module-level
+    name."""
 
     def __init__(self, program: Program, limits: Limits):
         self._program = program
@@ -44,26 +50,40 @@ class HungCalls:
                 reads.setdefault(name, set()).update(statement.loads)
         return reads
 
-    def timeout_s(self, label: str, reference_s: Callable[[], float | None] = lambda: None
-                  ) -> tuple[float, str | None]:
-        """The time limit for a call (``split_heads``, ``MultiHeadAttention.forward``) and,
-        when it is the shorter one, why. ``reference_s`` says how long the reference takes
-        for it (None: it cannot say); it is asked only for a shortened call."""
+    def limit(self, label: str, reference_s: Callable[[], float | None] = lambda: None) -> CallLimit:
+        """The limit of a call (``split_heads``, ``MultiHeadAttention.forward``). ``reference_s``
+        says how long the reference takes for it (None: it cannot say); it is asked only for a
+        call that runs past its first limit."""
+        limits = self._limits
+        culprit = self._culprit(label)
+        floor, slowdown = ((limits.hung_call_timeout_s, limits.hung_call_slowdown) if culprit
+                           else (limits.call_floor_s, limits.call_slowdown))
+        if floor >= limits.call_timeout_s:
+            return CallLimit(limits.call_timeout_s)
+
+        def final() -> tuple[float, str | None]:
+            seconds = reference_s()
+            if seconds is None:
+                budget = floor if culprit else limits.call_timeout_s
+            else:
+                budget = max(floor, slowdown * seconds)
+            final_s = min(budget, limits.call_timeout_s)
+            if culprit:
+                return final_s, (f"{culprit} ran past its time limit in an earlier test, so calls that may run its "
+                                 f"code get {final_s:.2g} s")
+            if final_s < limits.call_timeout_s:
+                return final_s, f"a call may take {slowdown:g} times the reference's time for it, at least {floor:g} s"
+            return final_s, None
+
+        return CallLimit(floor, final)
+
+    def _culprit(self, label: str) -> str | None:
+        """The hung function nearest this call's code, if any."""
         if not self._hung:
-            return self._limits.call_timeout_s, None
+            return None
         name = _name_of(label)
         hung = {h for h in self._hung if h in self._reached_from(name) or name in self._reached_from(h)}
-        if not hung:
-            return self._limits.call_timeout_s, None
-        culprit = min(hung)
-        seconds = reference_s()
-        budget = self._limits.hung_call_timeout_s
-        if seconds is not None:
-            budget = max(budget, self._limits.hung_call_slowdown * seconds)
-        timeout_s = min(budget, self._limits.call_timeout_s)
-        return timeout_s, (
-            f"{culprit} ran past the time limit of {self._limits.call_timeout_s:g} s in an earlier test, so "
-            f"calls that may run its code get {timeout_s:.2g} s")
+        return min(hung) if hung else None
 
     def timed_out(self, label: str) -> None:
         self._hung.add(_name_of(label))

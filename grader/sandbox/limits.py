@@ -7,6 +7,7 @@ import ctypes
 import os
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 _PR_SET_PDEATHSIG = 1
@@ -18,9 +19,14 @@ class Limits:
     # cgroup accounts them; else the wall clock), waited for at most three times as long
     # (child_process.WALL_PER_CPU_SECOND).
     call_timeout_s: float = 10.0
-    # Later calls of a function that ran past call_timeout_s get hung_call_slowdown times the
-    # reference's time for the call, at least hung_call_timeout_s (hung_calls.py).
-    hung_call_timeout_s: float = 0.25
+    # A call gets call_floor_s; one still running then, call_slowdown times the reference's time
+    # for it, at most call_timeout_s. Calls that may run the code of a function that timed out
+    # get hung_call_slowdown times it, at least hung_call_timeout_s (hung_calls.py).
+    call_floor_s: float = 1.0
+    # A table built element by element in Python loops takes 650 times the reference's
+    # vectorised time (04's sinusoidal_encoding(5000, 64): 1.8 s against 2.8 ms).
+    call_slowdown: float = 3000.0
+    hung_call_timeout_s: float = 0.1
     hung_call_slowdown: float = 300.0  # a loop 100 times slower than the reference, with room to spare
     cell_timeout_s: float = 10.0  # wall clock for one notebook cell (or a .py's top level)
     load_timeout_s: float = 60.0  # wall clock for running all of a submission's cells, each time a child starts
@@ -45,6 +51,16 @@ class Limits:
 
     def describe_memory(self) -> str:
         return f"memory limit of {format_bytes(self.memory_bytes)} exceeded"
+
+
+@dataclass(frozen=True)
+class CallLimit:
+    """A call's limit in CPU seconds: ``first_s``; a call still running then is given the limit
+    ``final()`` returns (asked at most once; None: ``first_s`` is all it gets), with, where it is
+    shorter than the per-call limit, why."""
+
+    first_s: float
+    final: Callable[[], tuple[float, str | None]] | None = None
 
 
 def format_bytes(size: float) -> str:

@@ -58,7 +58,7 @@ class Backward:
 class StudentSession:
     def __init__(self, zygote: Zygote, program: Program, limits: Limits, reference: ModuleType | None = None):
         """``reference``: the reference solution's module, whose own time for a call sets the
-        limit of calls near a hang (hung_calls.py); None: the fixed floor."""
+        limit of a call that runs long (hung_calls.py); None: the fixed limits."""
         self._process = ChildProcess(zygote, program, limits)
         self._hung = HungCalls(program, limits)
         self._reference = reference
@@ -209,13 +209,12 @@ class StudentSession:
             header[key] = encoder.encode(value)
         if self._watch:
             header["record"] = True
-        timeout_s, shortened = self._hung.timeout_s(
-            label, lambda: self._reference_time(label, header.get("target"), args, kwargs, owner))
+        limit = self._hung.limit(label, lambda: self._reference_time(label, header.get("target"), args, kwargs, owner))
         try:
-            reply, value = self._process.exchange(header, encoder.tensors, label, timeout_s, meta=encoder.meta)
-        except StudentTimeout as exc:
+            reply, value = self._process.exchange(header, encoder.tensors, label, limit, meta=encoder.meta)
+        except StudentTimeout:
             self._hung.timed_out(label)
-            raise StudentTimeout(f"{exc} ({shortened})" if shortened else str(exc)) from None
+            raise
         status = reply.get("status")
         if self._watch:
             watched, seen = self._watch
@@ -238,7 +237,7 @@ class StudentSession:
     def _reference_time(self, label: str, target: Any, args: tuple, kwargs: dict,
                         owner: RemoteObject | None) -> float | None:
         """The reference's time for this call (a function, or a method of an object built with
-        ``new``), measured at its first shortened call; None when it has no yardstick."""
+        ``new``), measured the first time such a call runs long; None when it has no yardstick."""
         if label not in self._reference_s:
             built = owner.built if owner is not None else None
             local = not any(isinstance(value, RemoteObject) for value in (
