@@ -26,6 +26,7 @@ import functools
 import os
 import signal
 import time
+import weakref
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -136,6 +137,7 @@ class SubmissionCgroup:
 
     def __init__(self, directories: Iterable[Path]):
         self.directories = tuple(directories)
+        self._cpu_usage: tuple[int, str] | None = None  # see cpu_seconds
 
     @classmethod
     def create(cls, name: str, controllers: Iterable[str], limits: Limits) -> SubmissionCgroup:
@@ -189,14 +191,36 @@ class SubmissionCgroup:
 
     def cpu_seconds(self) -> float | None:
         """CPU time all its processes have used so far, the dead included; None where no
-        hierarchy it spans accounts it."""
-        for directory in self.directories:
-            for line in _read(directory / "cpu.stat").splitlines():  # v2
+        hierarchy it spans accounts it. Read at every look at a running call's clock, so the
+        file that accounts it is found once and kept open (cgroup files read afresh from 0)."""
+        if self._cpu_usage is None:
+            self._cpu_usage = self._open_cpu_usage()
+            if self._cpu_usage is None:
+                return None
+        fd, name = self._cpu_usage
+        try:
+            text = os.pread(fd, 4096, 0).decode("ascii", "replace")
+        except OSError:
+            return None
+        if name == "cpu.stat":  # v2, in microseconds
+            for line in text.splitlines():
                 key, _, value = line.partition(" ")
                 if key == "usage_usec" and value.strip().isdigit():
                     return int(value) / 1e6
-            if (usage := _read(directory / "cpuacct.usage").strip()).isdigit():  # v1, in nanoseconds
-                return int(usage) / 1e9
+            return None
+        return int(text) / 1e9 if text.strip().isdigit() else None  # v1's cpuacct.usage, in nanoseconds
+
+    def _open_cpu_usage(self) -> tuple[int, str] | None:
+        for directory in self.directories:
+            for name, accounts in (("cpu.stat", "usage_usec "), ("cpuacct.usage", "")):
+                text = _read(directory / name)
+                if text and accounts in text:
+                    try:
+                        fd = os.open(directory / name, os.O_RDONLY | os.O_CLOEXEC)
+                    except OSError:
+                        continue
+                    weakref.finalize(self, os.close, fd)
+                    return fd, name
         return None
 
     def processes(self) -> set[int]:
