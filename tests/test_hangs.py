@@ -11,7 +11,8 @@ next to a hang, keeps its marks.
 
 from __future__ import annotations
 
-import re
+import resource
+import time
 from dataclasses import replace
 from types import ModuleType
 
@@ -19,9 +20,11 @@ import pytest
 import torch
 
 import reference.multihead
+import reference.positions
 from grader.core.ingest import Cell, Program
 from grader.sandbox.hung_calls import HungCalls
 from grader.sandbox.reference_timing import reference_seconds
+from reference import as_submission
 from tests.conftest import ROOT, TEST_LIMITS, mutant, notebook_text, part
 
 LIMITS = replace(TEST_LIMITS, call_timeout_s=2.0, call_floor_s=0.5, hung_call_timeout_s=0.25)
@@ -124,12 +127,16 @@ def test_a_call_gets_the_floor_then_what_the_reference_s_time_for_it_gives():
     assert slowdown >= 2000  # Python loops element by element where the reference is vectorised
     assert calls.limit("split_heads").first_s == 0.5
     assert calls.limit("split_heads", lambda: 1.2 / slowdown).final() == (pytest.approx(1.2), (
-        "a call may take 3000 times the reference's time for it, at least 0.5 s"))  # a heavy call
+        "a call may take 3000 times the reference's time for it, at least 0.5 s and 100 us per element of its "
+        "tensor arguments"))  # a heavy call
     assert calls.limit("split_heads", lambda: 1e-5).final()[0] == 0.5  # the round trip dominates
     assert calls.limit("split_heads", lambda: 0.5).final() == (2.0, None)  # never above the per-call limit
     # No yardstick (an argument in the student's process, a helper of the student's own): the
     # full limit, as slow as honest code may be.
     assert calls.limit("my_helper", lambda: None).final() == (2.0, None)
+    # A loop over every element of its input: 100 us each (5000 elements, 1e-5 s of reference).
+    assert calls.limit("split_heads", lambda: 1e-5, elements=5000).final()[0] == pytest.approx(0.5)
+    assert calls.limit("split_heads", lambda: 1e-5, elements=15_000).final()[0] == pytest.approx(1.5)
 
 
 def test_calls_that_may_run_hung_code_start_from_the_shorter_floor_with_no_full_limit():
@@ -143,6 +150,7 @@ def test_calls_that_may_run_hung_code_start_from_the_shorter_floor_with_no_full_
     calls.timed_out("encode")
     assert calls.limit("Encoder.forward").first_s == calls.limit("_project").first_s == 0.25
     assert calls.limit("_project", lambda: None).final()[0] == 0.25  # no yardstick: the floor
+    assert calls.limit("_project", lambda: 1e-5, elements=15_000).final()[0] == 0.25  # nor elements
     assert calls.limit("_project", lambda: 1.2 / LIMITS.hung_call_slowdown).final() == (pytest.approx(1.2), (
         "encode ran past its time limit in an earlier test, so calls that may run its code get 1.2 s"))
     assert calls.limit("unrelated").first_s == 0.5
@@ -176,6 +184,18 @@ def test_the_reference_times_its_own_function_and_its_own_class_on_the_calls_arg
     assert torch.equal(torch.random.get_rng_state(), state)
 
 
+def test_the_reference_is_timed_precisely_while_the_suite_s_cpu_bound_is_armed():
+    # The suite process arms RLIMIT_CPU for each test; the process's CPU clock then advances
+    # only at the scheduler's ticks, and a 2 ms call read 0 s: 3000 times 0 is the floor.
+    soft, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    resource.setrlimit(resource.RLIMIT_CPU, (int(time.process_time()) + 3600, hard))
+    try:
+        assert min(reference_seconds(reference.positions, "sinusoidal_encoding", None, None, (5000, 64), {})
+                   for _ in range(5)) > 1e-4
+    finally:
+        resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
+
+
 def test_no_yardstick_where_the_reference_cannot_make_the_call():
     x = torch.randn(2, 5, 8)
     assert reference_seconds(reference.multihead, "my_helper", None, None, (x,), {}) is None  # not the reference's
@@ -201,11 +221,25 @@ def test_a_function_that_always_hangs_costs_the_floor_once_then_the_shorter_floo
     always_hangs = mutant(HEADS_BY_LOOP, "    B, T, D = x.shape\n", "    while True:\n        pass\n")
     report = grade_source(always_hangs, limits=LIMITS)
     timeouts = [t.message for p in report.parts for t in p.tests if t.outcome == "timeout"]
-    # The first hang: the floor, or what the reference's time for that call gives, if more.
-    first = [message for message in timeouts if re.search(r"limit of [\d.]+ s exceeded \(a call may take 3000 times", message)]
-    shorter = [message for message in timeouts if "time limit of 0.25 s exceeded" in message]
-    assert len(first) == 1 and len(shorter) == len(timeouts) - 1 > 10
+    # The first hang: the floor, or what the reference's time for that call gives, if more;
+    # every later call of the hung code: the shorter limit.
+    shorter = [message for message in timeouts if "ran past its time limit in an earlier test" in message]
+    assert len(timeouts) - len(shorter) == 1 and len(shorter) > 10
     assert part(report, "combine_heads").score == part(report, "combine_heads").max_score
+
+
+# Dropout one element at a time, a torch.rand for each: 3800 times the reference's time on
+# the suite's largest input (200 x 250), 26 us per element.
+DROPOUT_BY_ELEMENT = mutant(as_submission("masks"), """\
+    keep = torch.rand(x.shape, generator=generator, device=x.device, dtype=dtype) >= p
+    return x * keep / (1.0 - p)
+""", """\
+    flat, kept = x.flatten(), []
+    for i in range(flat.shape[0]):
+        keep = (torch.rand((), generator=generator, device=x.device, dtype=dtype) >= p).to(flat.dtype)
+        kept.append(flat[i] * keep / (1.0 - p))
+    return torch.stack(kept).reshape(x.shape)
+""")
 
 
 @pytest.mark.slow
@@ -213,7 +247,8 @@ def test_a_function_that_always_hangs_costs_the_floor_once_then_the_shorter_floo
     (HEADS_BY_LOOP, "03", ("split_heads", "combine_heads", "MultiHeadAttention")),
     (POSITIONS_BY_LOOP, "03", ("split_heads", "combine_heads", "MultiHeadAttention")),
     (TABLE_BY_LOOP, "04", ("sinusoidal_encoding",)),
-], ids=["heads by loop", "positions by loop", "table by loop"])
+    (DROPOUT_BY_ELEMENT, "02", ("dropout",)),
+], ids=["heads by loop", "positions by loop", "table by loop", "dropout by element"])
 def test_correct_code_however_slow_keeps_its_marks(grade_source, source, assignment, parts):
     # The default floor and slowdowns, under the tests' per-call limit.
     report = grade_source(source, assignment=ROOT / "assignments" / assignment)

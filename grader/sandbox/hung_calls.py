@@ -3,9 +3,10 @@
 Every call is first given ``Limits.call_floor_s`` of CPU time. Almost every call ends long
 before (the suites' calls take milliseconds on the reference). One still running then is
 measured against the reference: the reference's own time for the same call on the grading
-device (:mod:`grader.sandbox.reference_timing`), ``Limits.call_slowdown`` times, so correct
-code that loops in Python where the reference is vectorised (over heads, over positions,
-element by element) finishes; never more than ``Limits.call_timeout_s``. A call the reference
+device (:mod:`grader.sandbox.reference_timing`), ``Limits.call_slowdown`` times, and at
+least ``Limits.call_per_element_s`` per element of its tensor arguments, so correct code that
+loops in Python where the reference is vectorised (over heads, over positions, element by
+element) finishes; never more than ``Limits.call_timeout_s``. A call the reference
 cannot time (an argument that lives in the student's process, a name the reference does not
 define) gets the full ``call_timeout_s``. So a ``while True: pass`` in ``split_heads`` costs
 ``call_floor_s``, not the full limit, and the reference is timed only for a call that ran
@@ -50,10 +51,11 @@ class HungCalls:
                 reads.setdefault(name, set()).update(statement.loads)
         return reads
 
-    def limit(self, label: str, reference_s: Callable[[], float | None] = lambda: None) -> CallLimit:
+    def limit(self, label: str, reference_s: Callable[[], float | None] = lambda: None,
+              elements: int = 0) -> CallLimit:
         """The limit of a call (``split_heads``, ``MultiHeadAttention.forward``). ``reference_s``
         says how long the reference takes for it (None: it cannot say); it is asked only for a
-        call that runs past its first limit."""
+        call that runs past its first limit. ``elements``: how many its tensor arguments hold."""
         limits = self._limits
         culprit = self._culprit(label)
         floor, slowdown = ((limits.hung_call_timeout_s, limits.hung_call_slowdown) if culprit
@@ -66,13 +68,14 @@ class HungCalls:
             if seconds is None:
                 budget = floor if culprit else limits.call_timeout_s
             else:
-                budget = max(floor, slowdown * seconds)
+                budget = max(floor, slowdown * seconds, 0 if culprit else limits.call_per_element_s * elements)
             final_s = min(budget, limits.call_timeout_s)
             if culprit:
                 return final_s, (f"{culprit} ran past its time limit in an earlier test, so calls that may run its "
                                  f"code get {final_s:.2g} s")
             if final_s < limits.call_timeout_s:
-                return final_s, f"a call may take {slowdown:g} times the reference's time for it, at least {floor:g} s"
+                return final_s, (f"a call may take {slowdown:g} times the reference's time for it, at least {floor:g} s "
+                                 f"and {limits.call_per_element_s * 1e6:g} us per element of its tensor arguments")
             return final_s, None
 
         return CallLimit(floor, final)

@@ -26,6 +26,10 @@ class Limits:
     # A table built element by element in Python loops takes 650 times the reference's
     # vectorised time (04's sinusoidal_encoding(5000, 64): 1.8 s against 2.8 ms).
     call_slowdown: float = 3000.0
+    # And at least this much per element of the call's tensor arguments: a loop that makes a
+    # few torch operations for each element (02's dropout, one torch.rand per element: 26 us
+    # each, 3800 times the reference's time) keeps its marks.
+    call_per_element_s: float = 1e-4
     hung_call_timeout_s: float = 0.1
     hung_call_slowdown: float = 300.0  # a loop 100 times slower than the reference, with room to spare
     cell_timeout_s: float = 10.0  # wall clock for one notebook cell (or a .py's top level)

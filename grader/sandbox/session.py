@@ -209,7 +209,8 @@ class StudentSession:
             header[key] = encoder.encode(value)
         if self._watch:
             header["record"] = True
-        limit = self._hung.limit(label, lambda: self._reference_time(label, header.get("target"), args, kwargs, owner))
+        limit = self._hung.limit(label, lambda: self._reference_time(label, header.get("target"), args, kwargs, owner),
+                                 elements=sum(t.numel() for t in encoder.tensors.values()))
         try:
             reply, value = self._process.exchange(header, encoder.tensors, label, limit, meta=encoder.meta)
         except StudentTimeout:
