@@ -183,15 +183,17 @@ def test_a_stand_in_brings_no_answer_of_the_part_that_uses_it(assignment):
     # sent to must not find the stock answer of the part under test beside them (01's stock
     # softmax sent with the stock scaled_dot_product_attention would let a submission's sdpa
     # hand that one's output back in the rerun and keep its points).
-    from grader.engine.plugin import StandIns, _bound
+    from grader.core.ingest import Cell, Program
+    from grader.engine.plugin import StandIns
     from grader.engine.runner import _stand_ins
+    from grader.source.parsed import ParsedSource
 
     stand_ins = _stand_ins(assignment)
     if stand_ins is None:
         return
     for part, used in stand_ins.uses.items():
         source = stand_ins.source_for(used)
-        bound = {name for statement in ast.parse(source).body for name in _bound(statement)}
+        bound = ParsedSource(Program("module", (Cell(source, "stock"),))).bound
         assert set(used) <= bound, (part, used)
         assert not {part, f"Stock{part}"} & bound, (assignment.id, part, sorted(bound))
     whole = StandIns(stand_ins.source, stand_ins.uses)

@@ -18,16 +18,19 @@ from __future__ import annotations
 import ast
 from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 import pytest
 import torch
 from _pytest.runner import runtestprotocol
 
 from grader.core import hints
+from grader.core.ingest import Cell, Program
 from grader.core.outcome import TestOutcome, Verdict
 from grader.core.report import Outcome
 from grader.sandbox.errors import StudentCrashed, StudentException, StudentNotFound, StudentTimeout
 from grader.sandbox.session import StudentSession
+from grader.source.parsed import ParsedSource, Statement
 from grader.suite import fixtures as suite_fixtures
 from grader.suite.checks import CheckFailed
 
@@ -74,11 +77,6 @@ class StandIns:
         answer, and a test that passes with it in place is charged to the part it stands for:
         the child it is sent to must not find beside it the answer of the part under test (a
         stock scaled_dot_product_attention next to the stock softmax it uses)."""
-        body = ast.parse(self.source).body
-        binders: dict[str, list[int]] = {}
-        for index, statement in enumerate(body):
-            for name in _bound(statement):
-                binders.setdefault(name, []).append(index)
         keep: set[int] = set()
         pending, reached = list(names), set()
         while pending:
@@ -86,22 +84,19 @@ class StandIns:
             if name in reached:
                 continue
             reached.add(name)
-            for index in binders.get(name, ()):
-                if index not in keep:
+            for index, statement in enumerate(self._statements):
+                if name in statement.binds and index not in keep:
                     keep.add(index)
-                    pending.extend(node.id for node in ast.walk(body[index]) if isinstance(node, ast.Name))
-        kept = [statement for index, statement in enumerate(body)
-                if index in keep or isinstance(statement, (ast.Import, ast.ImportFrom))]
+                    pending.extend((*statement.loads, *statement.annotation_loads))
+        kept = [statement.node for index, statement in enumerate(self._statements)
+                if index in keep or isinstance(statement.node, (ast.Import, ast.ImportFrom))]
         return ast.unparse(ast.Module(body=kept, type_ignores=[]))
 
-
-def _bound(statement: ast.stmt) -> list[str]:
-    """The names a top-level statement binds."""
-    if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-        return [statement.name]
-    targets = statement.targets if isinstance(statement, ast.Assign) else \
-        [statement.target] if isinstance(statement, ast.AnnAssign) else []
-    return [node.id for target in targets for node in ast.walk(target) if isinstance(node, ast.Name)]
+    @cached_property
+    def _statements(self) -> list[Statement]:
+        """``source``'s top-level statements and the module-level names each binds and reads,
+        parsed once for all the reruns of a submission."""
+        return ParsedSource(Program("module", (Cell(self.source, "stock"),))).statements
 
 
 class GradingPlugin:
