@@ -216,7 +216,7 @@ class ChildProcess:
                 self._retire(child)
                 why = loading.why_late()
             except (PeerClosed, BrokenPipeError, ConnectionResetError):
-                if loading.running is None:  # it ended before any of the program ran: what it
+                if loading.bound == "start":  # it ended before the program reached it: what it
                     child.output_from = 0  # printed is the grader's own (a sandbox that refused CUDA)
                 why = f"ended the process ({self._retire(child, hung_up=True)})"
             except ProtocolError as exc:
