@@ -22,10 +22,12 @@ import torch
 import reference.multihead
 import reference.positions
 from grader.core.ingest import Cell, Program
+from grader.sandbox.errors import StudentTimeout
 from grader.sandbox.hung_calls import HungCalls
 from grader.sandbox.reference_timing import reference_seconds
 from reference import as_submission
 from tests.conftest import ROOT, TEST_LIMITS, mutant, notebook_text, part
+from tests.test_sandbox import session_for  # noqa: F401  (the fixture)
 
 LIMITS = replace(TEST_LIMITS, call_timeout_s=2.0, call_floor_s=0.5, hung_call_timeout_s=0.25)
 
@@ -130,7 +132,11 @@ def test_a_call_gets_the_floor_then_what_the_reference_s_time_for_it_gives():
         "a call may take 3000 times the reference's time for it, at least 0.5 s and 100 us per element of its "
         "tensor arguments"))  # a heavy call
     assert calls.limit("split_heads", lambda: 1e-5).final()[0] == 0.5  # the round trip dominates
-    assert calls.limit("split_heads", lambda: 0.5).final() == (2.0, None)  # never above the per-call limit
+    # The reference's time says how long a call may take, past the limit of one it cannot time
+    # (07's training of a GPT that computes attention element by element, 160 times)...
+    assert calls.limit("split_heads", lambda: 1e-3).final()[0] == pytest.approx(3.0)
+    # ...up to a limit of its own.
+    assert calls.limit("split_heads", lambda: 0.5).final() == (LIMITS.measured_call_timeout_s, None)
     # No yardstick (an argument in the student's process, a helper of the student's own): the
     # full limit, as slow as honest code may be.
     assert calls.limit("my_helper", lambda: None).final() == (2.0, None)
@@ -196,6 +202,40 @@ def test_the_reference_is_timed_precisely_while_the_suite_s_cpu_bound_is_armed()
         resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
 
 
+# A "training" call that takes the student's model: the reference cannot make it itself.
+TRAINS = """
+import time
+class Model:
+    pass
+def train(model, seconds):
+    start = time.process_time()
+    while time.process_time() - start < seconds:
+        pass
+    return 1
+"""
+
+
+def test_a_call_the_reference_cannot_make_is_measured_against_the_suite_s_yardstick(session_for):  # noqa: F811
+    session = session_for(TRAINS, limits=replace(LIMITS, call_floor_s=0.25, call_timeout_s=0.5))
+    model = session.new("Model")
+    timed = []
+
+    def reference_training() -> None:  # 3000 times 1 ms: 3 s for the student's training
+        timed.append(1)
+        start = time.thread_time()
+        while time.thread_time() - start < 1e-3:
+            pass
+
+    with session.timed_like(reference_training):
+        assert session.call("train", model, 0.01) == 1
+        assert timed == []  # a call within its first limit times nothing
+        assert session.call("train", model, 1.0) == 1  # twice the limit of a call with no yardstick
+        assert session.call("train", model, 0.6) == 1
+        assert timed == [1]  # measured once
+    with pytest.raises(StudentTimeout, match="time limit of 0.5 s exceeded"):
+        session.call("train", session.new("Model"), 1.0)  # the yardstick held for the block only
+
+
 def test_no_yardstick_where_the_reference_cannot_make_the_call():
     x = torch.randn(2, 5, 8)
     assert reference_seconds(reference.multihead, "my_helper", None, None, (x,), {}) is None  # not the reference's
@@ -253,3 +293,30 @@ def test_correct_code_however_slow_keeps_its_marks(grade_source, source, assignm
     # The default floor and slowdowns, under the tests' per-call limit.
     report = grade_source(source, assignment=ROOT / "assignments" / assignment)
     assert not [(t.name, t.message) for p in report.parts if p.id in parts for t in p.tests if t.outcome != "passed"]
+
+
+# 07's Head, attention one sequence of the batch at a time: its 100 training steps take 6 times
+# the reference's (about 2 s against 0.33 s of CPU).
+GPT_BY_SEQUENCE = mutant(as_submission("gpt"), """\
+        scores = q @ k.transpose(-2, -1) * k.size(-1) ** -0.5  # (B, T, T)
+        scores = scores.masked_fill(~self.tril[:length, :length], float("-inf"))
+        weights = self.dropout(F.softmax(scores, dim=-1))  # (B, T, T)
+        return weights @ v  # (B, T, hs)
+""", """\
+        outputs = []
+        for b in range(x.shape[0]):
+            scores = (q[b] @ k[b].T) * k.size(-1) ** -0.5
+            scores = scores.masked_fill(~self.tril[:length, :length], float("-inf"))
+            outputs.append(self.dropout(F.softmax(scores, dim=-1)) @ v[b])
+        return torch.stack(outputs)
+""")
+
+
+@pytest.mark.slow
+def test_training_a_slow_correct_gpt_is_measured_against_the_reference_s_training(grade_source):
+    # end_to_end's training call takes the student's model: the reference cannot make it, and
+    # the suite gives the same training of the reference's GPT as its yardstick. Without it,
+    # the call would get the limit of a call with no yardstick (here 0.6 s) and lose 5 points.
+    limits = replace(TEST_LIMITS, call_floor_s=0.3, call_timeout_s=0.6)
+    report = grade_source(GPT_BY_SEQUENCE, assignment=ROOT / "assignments" / "07", limits=limits)
+    assert not [(p.id, t.name, t.message) for p in report.parts for t in p.tests if t.outcome != "passed"]

@@ -6,9 +6,10 @@ measured against the reference: the reference's own time for the same call on th
 device (:mod:`grader.sandbox.reference_timing`), ``Limits.call_slowdown`` times, and at
 least ``Limits.call_per_element_s`` per element of its tensor arguments, so correct code that
 loops in Python where the reference is vectorised (over heads, over positions, element by
-element) finishes; never more than ``Limits.call_timeout_s``. A call the reference
-cannot time (an argument that lives in the student's process, a name the reference does not
-define) gets the full ``call_timeout_s``. So a ``while True: pass`` in ``split_heads`` costs
+element) finishes; never more than ``Limits.measured_call_timeout_s`` (07's training of a
+GPT whose attention loops over positions). A call the reference cannot time (an argument that
+lives in the student's process, a name the reference does not define, and no yardstick the
+suite gives with ``student.timed_like``) gets the full ``call_timeout_s``. So a ``while True: pass`` in ``split_heads`` costs
 ``call_floor_s``, not the full limit, and the reference is timed only for a call that ran
 that long.
 
@@ -66,14 +67,15 @@ class HungCalls:
         def final() -> tuple[float, str | None]:
             seconds = reference_s()
             if seconds is None:
-                budget = floor if culprit else limits.call_timeout_s
+                budget, most = (floor if culprit else limits.call_timeout_s), limits.call_timeout_s
             else:
                 budget = max(floor, slowdown * seconds, 0 if culprit else limits.call_per_element_s * elements)
-            final_s = min(budget, limits.call_timeout_s)
+                most = max(limits.call_timeout_s, limits.measured_call_timeout_s)
+            final_s = min(budget, most)
             if culprit:
                 return final_s, (f"{culprit} ran past its time limit in an earlier test, so calls that may run its "
                                  f"code get {final_s:.2g} s")
-            if final_s < limits.call_timeout_s:
+            if final_s < most:
                 return final_s, (f"a call may take {slowdown:g} times the reference's time for it, at least {floor:g} s "
                                  f"and {limits.call_per_element_s * 1e6:g} us per element of its tensor arguments")
             return final_s, None

@@ -12,7 +12,7 @@ shape here, and every string is bounded and made valid Unicode before it can rea
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import ModuleType
@@ -39,7 +39,7 @@ from grader.sandbox.errors import (
 from grader.sandbox.hung_calls import HungCalls
 from grader.sandbox.limits import Limits
 from grader.sandbox.protocol import Handle, Status
-from grader.sandbox.reference_timing import Construction, reference_seconds
+from grader.sandbox.reference_timing import Construction, device_of, reference_seconds, seconds_of
 from grader.sandbox.zygote import Zygote
 
 # A call whose operators may have run without the recording (the report's flag kind).
@@ -63,6 +63,7 @@ class StudentSession:
         self._hung = HungCalls(program, limits)
         self._reference = reference
         self._reference_s: dict[str, float | None] = {}  # by call label, measured once
+        self._like: Callable[[torch.device], float | None] | None = None  # see timed_like()
         self._watch: tuple[set[str], list[str]] | None = None  # see watching()
         self._flags: dict[Flag, None] = {}
         self._answers_in: int | None = None  # the child generation that received answers, see define()
@@ -139,6 +140,25 @@ class StudentSession:
             yield seen
         finally:
             self._watch = previous
+
+    @contextmanager
+    def timed_like(self, work: Callable[[], Any]) -> Iterator[None]:
+        """Within the block, a call the reference cannot time by itself (one that takes the
+        student's model, a grader helper's) is measured against ``work()``: the same job done
+        here with the reference (07's training loop on the reference's GPT), run once, only
+        if such a call runs past its first limit, on the device of the call's tensors."""
+        measured: dict[torch.device, float | None] = {}
+
+        def seconds(device: torch.device) -> float | None:
+            if device not in measured:
+                measured[device] = seconds_of(lambda: work, device)
+            return measured[device]
+
+        previous, self._like = self._like, seconds
+        try:
+            yield
+        finally:
+            self._like = previous
 
     def backward(self, name: str, *args: Any, grad_output: torch.Tensor, **kwargs: Any) -> Backward:
         """Call ``name`` and backpropagate ``grad_output`` through it in the child."""
@@ -238,7 +258,8 @@ class StudentSession:
     def _reference_time(self, label: str, target: Any, args: tuple, kwargs: dict,
                         owner: RemoteObject | None) -> float | None:
         """The reference's time for this call (a function, or a method of an object built with
-        ``new``), measured the first time such a call runs long; None when it has no yardstick."""
+        ``new``), measured the first time such a call runs long; else the yardstick the suite
+        gave (:meth:`timed_like`); None when it has none."""
         if label not in self._reference_s:
             built = owner.built if owner is not None else None
             local = not any(isinstance(value, RemoteObject) for value in (
@@ -250,6 +271,8 @@ class StudentSession:
                 elif built is not None and isinstance(target, dict):
                     seconds = reference_seconds(self._reference, built[0], target["method"], built, args, kwargs)
             self._reference_s[label] = seconds
+        if self._reference_s[label] is None and self._like is not None:
+            return self._like(device_of((*args, *kwargs.values())))
         return self._reference_s[label]
 
     def _wrap(self, value: Any) -> Any:

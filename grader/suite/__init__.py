@@ -15,6 +15,9 @@ Fixtures, served to every suite by the grader's pytest plugin (never imported):
   helper code in the student's process; ``student.watching(ops)`` records which of these
   operators (``aten::_softmax``) run in the student's calls, reported as each one runs: a rule
   such as "no built-in softmax" is decided from what ran, never from the source;
+  ``with student.timed_like(work):`` gives a call the reference cannot time by itself (it
+  takes the student's model) ``work``'s time as the yardstick of its limit: the same job with
+  the reference, run in the suite's process (07's training loop on the reference's GPT);
   ``student.program`` is the source as the grader read it.
 - ``device``: the device the suite runs on; put inputs and reference modules there.
 - ``make_input(*shape, seed=n, scale=..., dtype=torch.float32)``: a seeded normal tensor on

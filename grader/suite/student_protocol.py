@@ -7,6 +7,7 @@ boundary by :mod:`grader.sandbox.session`; a suite sees only these members.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
@@ -76,6 +77,13 @@ class Student(Protocol):
         the moment it runs, so a listed one did run: evidence for a deduction. An empty list is
         the absence of evidence (the code may have switched the recording off; the grader
         flags what suggests so)."""
+
+    def timed_like(self, work: Callable[[], Any]) -> AbstractContextManager[None]:
+        """Within the block, a call that the reference cannot time by itself (it takes the
+        student's model, or it is a grader helper's) is given ``work``'s time as its yardstick:
+        the same job done in the suite's process with the reference (07's training loop on the
+        reference's GPT), so correct but slow code may take many times as long, as any call
+        may. ``work`` runs at most once, only if such a call runs past its first second."""
 
     def backward(self, name: str, *args: Any, grad_output: torch.Tensor, **kwargs: Any) -> Backward:
         """Call ``name`` and backpropagate ``grad_output`` through it in the student's process."""

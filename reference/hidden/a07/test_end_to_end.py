@@ -3,9 +3,10 @@
 The corpus is "hello world\\n" repeated. The model (context 16, d_model 16, 2 heads, 1 layer)
 is built in the student's process holding the grader's initial parameters (a stock piece in
 place of each of its pieces that cannot hold them, as the GPT part grades it) and trained
-there by ``helpers.train`` (AdamW, lr 1e-2, batch 16, 100 steps; about 0.25 s on one CPU
-thread with the reference). What that process says is not the verdict, nor is what its
-model outputs afterwards (a model that cannot learn could answer with hand-written logits
+there by ``helpers.train`` (AdamW, lr 1e-2, batch 16, 100 steps; about 0.3 s on one CPU
+thread with the reference, whose time for it is the yardstick of the call's limit: correct
+code with attention element by element takes 160 times as long). What that process says is
+not the verdict, nor is what its model outputs afterwards (a model that cannot learn could answer with hand-written logits
 once trained): the grader fetches the trained parameters, checks their names and shapes,
 and computes everything itself, with those parameters in the contract's GPT: the loss on
 fixed windows before and after, and greedy decoding from a one-character prompt. So a
@@ -23,6 +24,7 @@ decoding from "h" gives "hello world\\nhello world\\n"; the test asks for a loss
 and the first 12 characters.
 """
 
+import copy
 from pathlib import Path
 from typing import NamedTuple
 
@@ -89,7 +91,9 @@ def trained(student, device) -> Trained:
     model.load_parameters(initial)
     remote = student.define("helpers", HELPERS_SOURCE)
     remote.method("seed", SEED)
-    remote.method("train", model, data, STEPS, BATCH, CONTEXT, LR, SEED)
+    # Its time limit: as many times the same training of the reference's GPT as any call gets.
+    with student.timed_like(lambda: helpers.train(copy.deepcopy(reference), data, STEPS, BATCH, CONTEXT, LR, SEED)):
+        remote.method("train", model, data, STEPS, BATCH, CONTEXT, LR, SEED)
     like = {**initial, **({"lm_head.bias": torch.zeros(len(CHARS), device=device)} if head_bias else {})}
     parameters = expect_named_tensors(f"your GPT after {STEPS} training steps: its state_dict()",
                                       model.method("state_dict"), like, others_allowed=True,
