@@ -28,7 +28,6 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-import torch
 
 from grader.core.assignment import Assignment
 from grader.core.fingerprint import Fingerprint
@@ -268,21 +267,20 @@ def test_a_bug_in_the_suite_itself():
 
 
 def _run_suite_file(tmp_path: Path, source: str, limits: Limits) -> SuiteResult:
-    """``source`` as a hidden suite, run as the grader runs one: in a forked suite process, under
-    its trusted bounds, with no submission."""
-    from grader.engine.plugin import GradingPlugin
-    from grader.engine.runner import ForkedRun, _run_pytest, _TrustedBounds
+    """``source`` as a hidden suite, run as the grader runs one: collected here, run in a forked
+    suite process under its trusted bounds, with no submission."""
+    from grader.engine.collected import CollectedSuite
+    from grader.engine.runner import ForkedRun
     from grader.sandbox import trusted_bounds
 
     suite = tmp_path / "suite"
     suite.mkdir()
     (suite / "test_slipped.py").write_text(source)
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    collected = CollectedSuite(suite)
 
     def run() -> SuiteResult:
-        grading = GradingPlugin(None, torch.device("cpu"))
-        bounds = _TrustedBounds(limits, trusted_bounds.apply(limits, "cpu"))
-        return SuiteResult(tuple(_run_pytest(suite, grading, bounds, collect_only=False)))
+        return SuiteResult(tuple(collected.run(None, "cpu", None, trusted_bounds.apply(limits, "cpu"))))
 
     forked = ForkedRun(run, 60, limits)
     forked.wait()

@@ -10,7 +10,8 @@ from grader.core.assemble import TEST_HINT_CHARS, TEST_MESSAGE_CHARS, assemble_r
 from grader.core.assignment import Assignment
 from grader.core.outcome import MalformedResult, SuiteResult, TestOutcome, Verdict
 from grader.core.report import Flag, Outcome, Status
-from grader.engine.runner import ForkedRun, SuiteError
+from grader.engine.collected import SuiteError
+from grader.engine.runner import ForkedRun
 from grader.sandbox.limits import Limits
 from tests.conftest import ASSIGNMENT_03
 

@@ -110,7 +110,7 @@ def test_make_input_is_served_to_a_suite_that_does_not_import_it(pytester, monke
     # As the runner loads them: no other plugin, and pytest-json-report, whose hook the grading plugin implements.
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
     result = pytester.runpytest_inprocess("-p", "pytest_jsonreport.plugin", "--json-report-file=none",
-                                          plugins=[JSONReport(), GradingPlugin(None, torch.device("cpu"))])
+                                          plugins=[JSONReport(), GradingPlugin()])
     result.assert_outcomes(passed=2)
 
 

@@ -21,8 +21,9 @@ from grader.core.fingerprint import Fingerprint
 from grader.core.ingest import Program, Ungradable, parse_submission, read_submission, submission_sha256
 from grader.core.outcome import SuiteResult
 from grader.core.report import GradeReport, Status
+from grader.engine.collected import SuiteError, collected_suite
 from grader.engine.options import DEFAULT, GradeOptions, OptionError
-from grader.engine.runner import ForkedRun, SuiteBoundExceeded, SuiteError, preload_suite, run_suite
+from grader.engine.runner import ForkedRun, SuiteBoundExceeded, run_suite
 from grader.sandbox.isolation import Isolation, choose
 from grader.sandbox.limits import Limits
 from grader.sandbox.workspace import Workspace
@@ -117,7 +118,6 @@ def start_grading(assignment: Assignment | str | Path, submission: str | Path | 
     isolation = choose(options.sandbox, reference_dir())  # probed here, so that every fork inherits the answers
     for module in assignment.preload:  # once per grader process; every fork starts with it
         importlib.import_module(module)
-    preload_suite(assignment.hidden_suite)
 
     error = None
     program: Program | None = None
@@ -139,15 +139,21 @@ def start_grading(assignment: Assignment | str | Path, submission: str | Path | 
 def _start_suite(assignment: Assignment, program: Program | None, limits: Limits, device: str, isolation: Isolation,
                  total_timeout_s: float) -> ForkedRun:
     """Fork the suite process, with the submission's workspace (see :mod:`grader.sandbox.workspace`)."""
-    if program is None:  # ungradable: the suite is only collected, to list every part
-        return ForkedRun(lambda: run_suite(assignment, None, limits, device, isolation, None), total_timeout_s, limits)
+    try:
+        suite = collected_suite(assignment.hidden_suite)  # once per grader process
+    except Exception as exc:  # noqa: BLE001 - a suite pytest cannot even configure: every report says why
+        message = f"the hidden suite in {assignment.hidden_suite.name} could not be loaded: {type(exc).__name__}: {exc}"
+        return ForkedRun(lambda: _fail(message), total_timeout_s, limits)
+    if program is None:  # ungradable: the suite's tests list every part
+        return ForkedRun(lambda: run_suite(assignment, suite, None, limits, device, isolation, None),
+                         total_timeout_s, limits)
     try:
         workspace = Workspace.open(isolation, limits, assignment.preload)
     except (OSError, ZygoteUnavailable) as exc:
         message = f"the student's sandbox could not be set up: {exc}"
         return ForkedRun(lambda: _fail(message), total_timeout_s, limits)
     try:
-        run = ForkedRun(lambda: run_suite(assignment, program, limits, device, isolation, workspace),
+        run = ForkedRun(lambda: run_suite(assignment, suite, program, limits, device, isolation, workspace),
                         total_timeout_s, limits, on_close=workspace.release)
     except BaseException:
         workspace.release()

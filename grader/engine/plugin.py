@@ -100,12 +100,19 @@ class StandIns:
 
 
 class GradingPlugin:
-    def __init__(self, session: StudentSession | None, device: torch.device, stand_ins: StandIns | None = None):
-        self._session = session  # None when only collecting
-        self._device = device
-        self._stand_ins = stand_ins
+    """Registered when the suite is collected (:mod:`grader.engine.collected`), bound to one
+    submission in the suite process that runs it (:meth:`bind`)."""
+
+    def __init__(self) -> None:
+        self._session: StudentSession | None = None  # None when only collecting
+        self._device = torch.device("cpu")
+        self._stand_ins: StandIns | None = None
         self._tests: dict[str, TestOutcome] = {}  # by node id, in run order
         self._rerunning = False  # a rerun's verdicts are not the test's
+
+    def bind(self, session: StudentSession | None, device: str, stand_ins: StandIns | None) -> None:
+        """Grade ``session``'s submission on ``device``, with the suite's ``stand_ins``."""
+        self._session, self._device, self._stand_ins = session, torch.device(device), stand_ins
 
     def pytest_configure(self, config: pytest.Config) -> None:
         config.addinivalue_line("markers", f"{PART_MARKER}(name, points=1): the contract part a test grades")

@@ -1,16 +1,15 @@
 """Run a hidden suite against a submission, in a fresh trusted process per submission.
 
-``pytest.main`` is not safe to call twice in one process (modules and plugins leak
-between runs), so each run happens in a fork of the warm grader process, which sends its
-results back over a pipe as the JSON of a :class:`~grader.core.outcome.SuiteResult`. The grader
-imports the hidden suite and the reference once (:func:`preload_suite`), so every fork
-starts with them. The student's code runs in
-children of a clean zygote, never of the grader (see :mod:`grader.sandbox.zygote`).
+The grader process collects the hidden suite once (:mod:`grader.engine.collected`, which
+imports it and so the reference); each submission's suite runs in a fork of that process,
+which sends its results back over a pipe as the JSON of a :class:`~grader.core.outcome.SuiteResult`.
+A test run leaves state behind (fixtures, modules' globals), so no process runs a suite twice.
+The student's code runs in children of a clean zygote, never of the grader (see
+:mod:`grader.sandbox.zygote`).
 """
 
 from __future__ import annotations
 
-import functools
 import gc
 import importlib
 import json
@@ -21,30 +20,23 @@ import signal
 import sys
 import time
 import traceback
-from collections.abc import Callable, Generator
-from pathlib import Path
+from collections.abc import Callable
 
-import pytest
 import torch
 
 from grader.core.assignment import Assignment, reference_dir
 from grader.core.ingest import Program
-from grader.core.outcome import SuiteResult, TestOutcome
+from grader.core.outcome import SuiteResult
 from grader.engine import warm  # noqa: F401  (imports torch makes lazily, once per grader process)
-from grader.engine.plugin import GradingPlugin, StandIns
+from grader.engine.collected import CollectedSuite, SuiteError
+from grader.engine.plugin import StandIns
 from grader.sandbox import trusted_bounds
 from grader.sandbox.isolation import Isolation
 from grader.sandbox.limits import Limits, die_with_parent
 from grader.sandbox.session import StudentSession
-from grader.sandbox.trusted_bounds import TrustedBoundExceeded
 from grader.sandbox.workspace import Workspace
 from grader.sandbox.zygote import Zygote, ZygoteUnavailable
 from grader.source.flags import program_flags
-from grader.suite.checks import CheckFailed
-
-
-class SuiteError(Exception):
-    """The hidden suite could not run: a grader problem, not the student's."""
 
 
 class SuiteBoundExceeded(SuiteError):
@@ -53,35 +45,32 @@ class SuiteBoundExceeded(SuiteError):
     too slow. The submission's problem, not the grader's."""
 
 
-def run_suite(assignment: Assignment, program: Program | None, limits: Limits, device: str,
+def run_suite(assignment: Assignment, suite: CollectedSuite, program: Program | None, limits: Limits, device: str,
               isolation: Isolation, workspace: Workspace | None) -> SuiteResult:
-    """Run the hidden suite (collect only, when ``program`` is None).
+    """Run the collected hidden suite against ``program`` (None: only list its tests).
 
-    Call this in a process of its own (see :class:`ForkedRun`); ``workspace`` holds its
-    connection to the submission's zygote.
+    Call this in a process of its own, forked from the one that collected ``suite`` (see
+    :class:`ForkedRun`); ``workspace`` holds its connection to the submission's zygote.
     """
-    suite = assignment.hidden_suite
+    if suite.error is not None:
+        raise SuiteError(suite.error)
+    unknown = sorted({test.part for test in suite.tests} - set(assignment.parts))
+    if unknown:
+        raise SuiteError(f"the hidden suite grades parts that assignment.toml does not list: {unknown}")
+    if program is None:
+        return SuiteResult(tuple(suite.tests))
     session = None
     zygote = None
     try:
-        if program is not None:
-            config = workspace.zygote_config(limits, device, (str(reference_dir()),), isolation)
-            try:
-                zygote = Zygote.open(workspace.control, config)
-            except ZygoteUnavailable as exc:
-                raise SuiteError(str(exc)) from None
-            reference = importlib.import_module(assignment.reference_module) if assignment.reference_module else None
-            session = StudentSession(zygote, program, limits, reference)
+        config = workspace.zygote_config(limits, device, (str(reference_dir()),), isolation)
+        try:
+            zygote = Zygote.open(workspace.control, config)
+        except ZygoteUnavailable as exc:
+            raise SuiteError(str(exc)) from None
+        reference = importlib.import_module(assignment.reference_module) if assignment.reference_module else None
+        session = StudentSession(zygote, program, limits, reference)
         torch.set_num_threads(1)
-        grading = GradingPlugin(session, torch.device(device), _stand_ins(assignment))
-        # Collecting only, the suite computes nothing, on no device.
-        bounds = _TrustedBounds(limits, trusted_bounds.apply(limits, device if session else "cpu"))
-        tests = _run_pytest(suite, grading, bounds, collect_only=program is None)
-        unknown = sorted({test.part for test in tests} - set(assignment.parts))
-        if unknown:
-            raise SuiteError(f"the hidden suite grades parts that assignment.toml does not list: {unknown}")
-        if session is None:
-            return SuiteResult(tuple(tests))
+        tests = suite.run(session, device, _stand_ins(assignment), trusted_bounds.apply(limits, device))
         session.close()  # a child's output is collected when it ends
         flags = (*program_flags(program), *session.flags)  # here, not in the grader: in parallel
         return SuiteResult(tuple(tests), tuple(session.notes), session.output(), flags)
@@ -99,88 +88,6 @@ def _stand_ins(assignment: Assignment) -> StandIns | None:
     if not uses or path is None:
         return None
     return StandIns(path.read_text(encoding="utf-8"), uses)
-
-
-@functools.cache
-def preload_suite(suite: Path) -> None:
-    """Import the hidden suite's modules (and so the reference) in this process, under the
-    names pytest gives them, so that every suite process forked from it finds them imported.
-    Student code never forks from this process, so it may hold them. A module that fails to
-    import is left to pytest, which reports it as the suite's error."""
-    package = f"reference.hidden.{suite.name}"
-    for path in sorted(suite.glob("*.py"), key=lambda p: p.name != "conftest.py"):
-        name = package if path.stem == "__init__" else f"{package}.{path.stem}"
-        try:
-            importlib.import_module(name)
-        except (Exception, pytest.fail.Exception):  # noqa: BLE001 - reported by pytest in the suite process
-            pass
-
-
-class _TrustedBounds:
-    """pytest plugin: each test's trusted side gets its CPU-time budget, and a test that
-    runs the suite process out of a bound fails as the student's: the submission's values
-    are what differ between submissions, and the bounds are far above what the suites need."""
-
-    def __init__(self, limits: Limits, budget: trusted_bounds.CpuBudget):
-        self._limits = limits
-        self._budget = budget
-
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, None, None]:
-        self._budget.start_test()
-        return (yield from self._bounded())
-
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, None, None]:
-        return (yield from self._bounded())
-
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_teardown(self, item: pytest.Item) -> Generator[None, None, None]:
-        try:
-            return (yield from self._bounded())
-        finally:
-            self._budget.end_test()
-
-    def _bounded(self) -> Generator[None, None, None]:
-        try:
-            return (yield)
-        except TrustedBoundExceeded as exc:
-            raise _failed(str(exc), "slow") from None
-        except Exception as exc:
-            if trusted_bounds.memory_exhausted(exc):
-                raise _failed(trusted_bounds.describe_memory(self._limits), "large") from None
-            raise
-
-
-def _failed(bound: str, how: str) -> CheckFailed:
-    return CheckFailed(f"checking this test's results took the grader past {bound}: a value your code "
-                       f"returned (an index, a size or a shape far outside the contract, say) made the check "
-                       f"too {how}", "return values within the contract's shapes and ranges")
-
-
-def _run_pytest(suite: Path, grading: GradingPlugin, bounds: _TrustedBounds, collect_only: bool) -> list[TestOutcome]:
-    # Only the plugins named here: whatever else is installed must not change grading.
-    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
-    args = [
-        str(suite), "-c", str(suite.parent / "pytest.ini"), "--rootdir", str(suite.parent),
-        "-p", "no:cacheprovider", "--assert=plain", "--strict-markers", "--import-mode=importlib",
-        "-q", "--tb=no", "--no-header", "-p", "no:warnings",
-        # Both run gc.collect() twice at exit: 0.25 s with torch's objects in memory.
-        "-p", "no:unraisableexception", "-p", "no:threadexception",
-        # Captures log records around every test phase, adding and removing a handler on each
-        # of torch's loggers: 60 ms of a 03 suite's 0.68 s. No suite reads logs.
-        "-p", "no:logging",
-        # Command-line features a grading never asks for; each is a plugin registered and
-        # configured in every suite process.
-        *(arg for name in ("pastebin", "junitxml", "doctest", "setuponly", "setupplan", "stepwise")
-          for arg in ("-p", f"no:{name}")),
-    ]
-    if collect_only:
-        args.append("--collect-only")
-    exit_code = pytest.main(args, plugins=[grading, bounds])
-    if exit_code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) or not grading.outcomes:
-        raise SuiteError(f"the hidden suite in {suite.name} failed to run (pytest exit code {int(exit_code)})")
-    return grading.outcomes
 
 
 class ForkedRun:

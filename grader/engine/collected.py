@@ -1,0 +1,165 @@
+"""A hidden suite as pytest collects it, once per grader process.
+
+Configuring pytest (its plugins, the suite's conftest and fixtures) and collecting the suite's
+tests is the same work for every submission: 0.1 s of a 03 submission's suite process, a
+quarter of it. So the warm grader process does it once (:func:`collected_suite`), and each
+submission's suite process, a fork of it, only runs the collected tests against its own
+student (:meth:`CollectedSuite.run`). The fork gets its own copy of everything collected; the
+grader process never runs a test, so it holds no submission's state, and neither does the
+next fork.
+
+pytest has no public API that stops between collection and the run; this takes the steps
+``pytest.main`` takes (``_prepareconfig``, ``Config._do_configure``, the session's hooks), as
+pytest-xdist's workers do, and tests/test_collected.py holds them to it. The plugins that
+would change the grader process itself (capturing its output, a faulthandler, pdb's hook)
+are not loaded, and the terminal reporter is quiet.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from collections.abc import Generator
+from pathlib import Path
+
+import pytest
+from _pytest.config import _prepareconfig
+
+from grader.core.outcome import TestOutcome
+from grader.engine.plugin import GradingPlugin, StandIns
+from grader.sandbox import trusted_bounds
+from grader.sandbox.session import StudentSession
+from grader.sandbox.trusted_bounds import CpuBudget, TrustedBoundExceeded
+from grader.suite.checks import CheckFailed
+
+# Only the plugins grading needs: whatever else is installed must not change grading, and
+# nothing may act on the grader process that holds the collected suite.
+PYTEST_ARGS = (
+    "--disable-plugin-autoload", "-p", "no:cacheprovider", "--assert=plain", "--strict-markers",
+    "--import-mode=importlib", "-p", "no:warnings",
+    # Quiet: nothing printed while collecting, in the grader process. A failing test's report
+    # never quotes the hidden suite, and formatting it would parse the suite's source.
+    "-q", "--no-header", "--tb=no",
+    # Both run gc.collect() twice at exit: 0.25 s with torch's objects in memory.
+    "-p", "no:unraisableexception", "-p", "no:threadexception",
+    # Captures log records around every test phase, adding and removing a handler on each of
+    # torch's loggers: 60 ms of a 03 suite's 0.68 s. No suite reads logs.
+    "-p", "no:logging",
+    # Each would act on the grader process: its stdout and stderr, its fault handler, pdb.
+    "-p", "no:capture", "-p", "no:faulthandler", "-p", "no:debugging",
+    # Command-line features a grading never asks for.
+    *(arg for name in ("pastebin", "junitxml", "doctest", "setuponly", "setupplan", "stepwise") for arg in ("-p", f"no:{name}")),
+)
+
+
+class SuiteError(Exception):
+    """The hidden suite could not run: a grader problem, not the student's."""
+
+
+class TrustedBounds:
+    """pytest plugin: each test's trusted side gets its CPU-time budget, and a test that
+    runs the suite process out of a bound fails as the student's: the submission's values
+    are what differ between submissions, and the bounds are far above what the suites need.
+    Armed in the suite process (:meth:`arm`); collecting, the grader process has none."""
+
+    def __init__(self) -> None:
+        self._budget: CpuBudget | None = None
+
+    def arm(self, budget: CpuBudget) -> None:
+        self._budget = budget
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, None, None]:
+        if self._budget is not None:
+            self._budget.start_test()
+        return (yield from self._bounded())
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, None, None]:
+        return (yield from self._bounded())
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_teardown(self, item: pytest.Item) -> Generator[None, None, None]:
+        try:
+            return (yield from self._bounded())
+        finally:
+            if self._budget is not None:
+                self._budget.end_test()
+
+    def _bounded(self) -> Generator[None, None, None]:
+        try:
+            return (yield)
+        except TrustedBoundExceeded as exc:
+            raise _failed(str(exc), "slow") from None
+        except Exception as exc:
+            if self._budget is not None and trusted_bounds.memory_exhausted(exc):
+                raise _failed(trusted_bounds.describe_memory(self._budget.limits), "large") from None
+            raise
+
+
+def _failed(bound: str, how: str) -> CheckFailed:
+    return CheckFailed(f"checking this test's results took the grader past {bound}: a value your code "
+                       f"returned (an index, a size or a shape far outside the contract, say) made the check "
+                       f"too {how}", "return values within the contract's shapes and ranges")
+
+
+class CollectedSuite:
+    """A hidden suite's pytest session, configured and collected, ready to run in a fork."""
+
+    def __init__(self, suite: Path):
+        self.name = suite.name
+        self._grading = GradingPlugin()
+        self._bounds = TrustedBounds()
+        self.error: str | None = None  # why the suite cannot run, said in every submission's report
+        args = [str(suite), "-c", str(suite.parent / "pytest.ini"), "--rootdir", str(suite.parent), *PYTEST_ARGS]
+        self._config = _prepareconfig(args, plugins=[self._grading, self._bounds])
+        self._config._do_configure()
+        self._session = pytest.Session.from_config(self._config)
+        self._config.hook.pytest_sessionstart(session=self._session)
+        try:
+            self._config.hook.pytest_collection(session=self._session)
+        except (pytest.UsageError, pytest.Session.Interrupted, pytest.Session.Failed) as exc:
+            self.error = f"the hidden suite in {suite.name} failed to collect: {exc}"
+        if self.error is None and (self._session.testsfailed or not self._grading.outcomes):
+            self.error = (f"the hidden suite in {suite.name} failed to collect: "
+                          f"{self._session.testsfailed} error(s), {len(self._grading.outcomes)} test(s)")
+
+    @property
+    def tests(self) -> list[TestOutcome]:
+        """Every collected test, with no verdict."""
+        return self._grading.outcomes
+
+    def run(self, student: StudentSession | None, device: str, stand_ins: StandIns | None,
+            budget: CpuBudget) -> list[TestOutcome]:
+        """Run every test against ``student``, with the suite process's CPU ``budget``; call it
+        in that process, a fork of the one that collected the suite. Returns each test with its
+        verdict, in run order."""
+        if self.error is not None:
+            raise SuiteError(self.error)
+        self._grading.bind(student, device, stand_ins)
+        self._bounds.arm(budget)
+        # The last test, and each rerun, tears down every fixture: no session to finish after.
+        self._config.hook.pytest_runtestloop(session=self._session)
+        return self._grading.outcomes
+
+
+@functools.cache
+def collected_suite(suite: Path) -> CollectedSuite:
+    """``suite`` collected in this process, once: every suite process forked from it runs it."""
+    preload_suite(suite)
+    return CollectedSuite(suite)
+
+
+def preload_suite(suite: Path) -> None:
+    """Import the hidden suite's modules (and so the reference) in this process, under the
+    names pytest gives them, so that every suite process forked from it finds them imported,
+    those its tests import only as they run included. Student code never forks from this
+    process, so it may hold them. A module that fails to import is left to pytest, which
+    reports it as the suite's error."""
+    package = f"reference.hidden.{suite.name}"
+    for path in sorted(suite.glob("*.py"), key=lambda p: p.name != "conftest.py"):
+        name = package if path.stem == "__init__" else f"{package}.{path.stem}"
+        try:
+            importlib.import_module(name)
+        except (Exception, pytest.fail.Exception):  # noqa: BLE001 - reported by pytest as it collects
+            pass

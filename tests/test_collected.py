@@ -1,0 +1,111 @@
+"""A hidden suite is collected once per grader process and run in a fork per submission
+(:mod:`grader.engine.collected`): each run starts from the suite as collected, whatever the
+runs before it did, and collecting leaves the grader process as it was."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from grader.core.assignment import Assignment
+from grader.core.outcome import SuiteResult
+from grader.engine.collected import CollectedSuite, SuiteError, collected_suite
+from grader.engine.runner import ForkedRun
+from grader.sandbox import trusted_bounds
+from tests.conftest import ASSIGNMENT_03, ROOT, TEST_LIMITS
+
+# Each run appends to a module-level list and to a session fixture's: a run that started from
+# another run's state would see two entries.
+SUITE = '''
+import pytest
+
+from grader.suite import CheckFailed
+
+RUNS = []
+
+
+@pytest.fixture(scope="session")
+def seen():
+    return []
+
+
+@pytest.mark.part("one")
+def test_starts_from_the_collected_state(seen):
+    RUNS.append(1)
+    seen.append(1)
+    assert RUNS == [1] and seen == [1]
+
+
+@pytest.mark.part("two", points=2)
+def test_fails():
+    raise CheckFailed("wrong")
+'''
+
+
+def write_suite(tmp_path: Path, **files: str) -> Path:
+    suite = tmp_path / f"suite_{tmp_path.name}"  # its modules' names, unique in this process
+    suite.mkdir()
+    for name, source in files.items():
+        (suite / f"{name}.py").write_text(source)
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    return suite
+
+
+def run_forked(collected: CollectedSuite) -> SuiteResult:
+    def run() -> SuiteResult:
+        return SuiteResult(tuple(collected.run(None, "cpu", None, trusted_bounds.apply(TEST_LIMITS, "cpu"))))
+
+    forked = ForkedRun(run, 60, TEST_LIMITS)
+    forked.wait()
+    return forked.result()
+
+
+def test_each_run_starts_from_the_suite_as_collected(tmp_path):
+    collected = CollectedSuite(write_suite(tmp_path, test_state=SUITE))
+    assert collected.error is None
+    assert [(t.name, t.part, t.points, t.verdict) for t in collected.tests] == [
+        ("test_starts_from_the_collected_state", "one", 1.0, None), ("test_fails", "two", 2.0, None)]
+    for _ in range(3):
+        verdicts = {t.name: t.verdict.outcome for t in run_forked(collected).tests}
+        assert verdicts == {"test_starts_from_the_collected_state": "passed", "test_fails": "failed"}
+    assert all(t.verdict is None for t in collected.tests)  # the runs happened in forks only
+
+
+# Run in a fresh interpreter: this test process is pytest's, which has made those changes itself.
+COLLECT_AND_COMPARE = """
+import faulthandler, os, pdb, sys
+from pathlib import Path
+from grader.engine.collected import CollectedSuite
+before = (sys.stdout, sys.stderr, pdb.set_trace, faulthandler.is_enabled(), os.readlink("/proc/self/fd/1"))
+collected = CollectedSuite(Path(sys.argv[1]))
+after = (sys.stdout, sys.stderr, pdb.set_trace, faulthandler.is_enabled(), os.readlink("/proc/self/fd/1"))
+print(collected.error is not None, before == after)
+"""
+
+
+def test_collecting_leaves_the_grader_process_as_it_was(tmp_path):
+    suite = write_suite(tmp_path, test_state=SUITE, test_broken="def test_x(:\n")
+    done = subprocess.run([sys.executable, "-c", COLLECT_AND_COMPARE, str(suite)], capture_output=True, text=True,
+                          cwd=ROOT, timeout=120)
+    # Its output, its fault handler and pdb are the grader's own, and pytest says not a word.
+    assert (done.stdout, done.stderr) == ("True True\n", "")
+
+
+@pytest.mark.parametrize("source, why", [
+    ("def test_x(:\n", "1 error(s)"),  # a test file that does not import
+    ("def test_unmarked():\n    pass\n", "has no @pytest.mark.part"),
+    ("", "0 test(s)"),
+])
+def test_a_suite_that_cannot_be_collected_says_why_in_every_run(tmp_path, source, why):
+    collected = CollectedSuite(write_suite(tmp_path, test_bad=source))
+    assert why in collected.error
+    with pytest.raises(SuiteError, match="failed to collect"):
+        run_forked(collected)
+
+
+def test_a_suite_is_collected_once_per_process():
+    suite = Assignment.load(ASSIGNMENT_03).hidden_suite
+    assert collected_suite(suite) is collected_suite(Path(str(suite)))
