@@ -668,3 +668,37 @@ def test_send_to_a_peer_that_stops_reading_raises_deadline(pair):
     with pytest.raises(Deadline):
         send(writer, {"value": "x" * 2**22}, deadline=time.monotonic() + 0.2)
     assert time.monotonic() - start < 3.0
+
+
+# ---- the payload writer ----------------------------------------------------------------
+
+EVERY_DTYPE = {
+    "f16": torch.randn(3).half(), "bf16": torch.randn(2, 2).to(torch.bfloat16), "f32": torch.randn(2, 3),
+    "f64": torch.randn(5, dtype=torch.float64), "i8": torch.tensor([1, -2], dtype=torch.int8),
+    "i16": torch.tensor([300], dtype=torch.int16), "i32": torch.tensor([7, 8, 9], dtype=torch.int32),
+    "i64": torch.arange(5), "u8": torch.tensor([255, 0], dtype=torch.uint8), "bool": torch.tensor([True, False, True]),
+    "scalar": torch.tensor(3.5), "empty": torch.empty(0, 4),
+}
+
+
+def test_the_payload_is_safetensors_that_the_library_reads_and_the_receiver_reads_in_place():
+    from safetensors.torch import load
+
+    from grader.sandbox.protocol import load_tensors
+    from grader.sandbox.protocol import save_tensors as write_payload
+
+    blob = write_payload(EVERY_DTYPE)
+    assert len(blob) == len(save_tensors(EVERY_DTYPE))  # the library's layout: no gaps, the header padded
+    by_library, in_place = load(blob), load_tensors(buffer := bytearray(blob))
+    for name, tensor in EVERY_DTYPE.items():
+        for back in (by_library[name], in_place[name]):
+            assert back.dtype == tensor.dtype and torch.equal(back, tensor), name
+    start = torch.frombuffer(buffer, dtype=torch.uint8).data_ptr()
+    # Widest first, so every tensor starts aligned: none is copied out of the message.
+    assert all(start <= in_place[name].data_ptr() < start + len(buffer) for name in EVERY_DTYPE
+               if name not in ("bool", "empty"))
+
+
+def test_a_tensor_of_a_dtype_the_grader_does_not_take_is_refused_where_it_is_encoded():
+    with pytest.raises(TypeError, match="complex64 cannot be sent to the grader"):
+        Encoder().encode(torch.zeros(2, dtype=torch.complex64))
