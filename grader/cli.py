@@ -74,8 +74,9 @@ def _add_limit_options(parser: argparse.ArgumentParser) -> None:
                         help="where to run (auto: CUDA when available)")
     parser.add_argument("--timeout", type=float, default=DEFAULT.limits.call_timeout_s, metavar="SECONDS",
                         help="time limit per call into student code (CPU time: a busy machine does not count; a "
-                             "call past 1 s may take 3000 times the reference's time for it, up to 120 s or this if "
-                             "more, and this where nothing can time it) and per notebook cell (default %(default)g)")
+                             "call past 1 s may take 3000 times the reference's time for it, up to this, and a whole "
+                             "job such as 07's training 3000 times the reference's same job) and per notebook cell "
+                             "(default %(default)g)")
     parser.add_argument("--memory", type=float, default=DEFAULT.limits.memory_bytes / 2**30, metavar="GIB",
                         help="memory limit of the student's code: each process, and all of a submission's "
                              "together where the machine has a memory cgroup (default %(default)g)")

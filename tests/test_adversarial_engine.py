@@ -273,7 +273,7 @@ def _run_suite_file(tmp_path: Path, source: str, limits: Limits) -> SuiteResult:
     from grader.engine.runner import ForkedRun
     from grader.sandbox import trusted_bounds
 
-    suite = tmp_path / "suite"
+    suite = tmp_path / f"suite_{tmp_path.name}"  # its module's name: pytest imports it here, once per name
     suite.mkdir()
     (suite / "test_slipped.py").write_text(source)
     (tmp_path / "pytest.ini").write_text("[pytest]\n")

@@ -94,6 +94,16 @@ def test_collecting_leaves_the_grader_process_as_it_was(tmp_path):
     assert (done.stdout, done.stderr) == ("True True\n", "")
 
 
+def test_the_tests_run_in_the_contract_s_order_of_parts(tmp_path):
+    # A part after the parts it uses: pieces first, 07's training last, whatever the files' names.
+    collected = CollectedSuite(write_suite(tmp_path, test_a_whole=(
+        "import pytest\n\n@pytest.mark.part('whole')\ndef test_w1():\n    pass\n\n"
+        "@pytest.mark.part('piece')\ndef test_p1():\n    pass\n\n@pytest.mark.part('whole')\ndef test_w2():\n    pass\n"),
+        test_b_piece="import pytest\n\n@pytest.mark.part('piece')\ndef test_p2():\n    pass\n"), parts=("piece", "whole"))
+    assert [t.name for t in collected.tests] == ["test_p1", "test_p2", "test_w1", "test_w2"]
+    assert [t.name for t in run_forked(collected).tests] == ["test_p1", "test_p2", "test_w1", "test_w2"]
+
+
 @pytest.mark.parametrize("source, why", [
     ("def test_x(:\n", "1 error(s)"),  # a test file that does not import
     ("def test_unmarked():\n    pass\n", "has no @pytest.mark.part"),
@@ -107,5 +117,6 @@ def test_a_suite_that_cannot_be_collected_says_why_in_every_run(tmp_path, source
 
 
 def test_a_suite_is_collected_once_per_process():
-    suite = Assignment.load(ASSIGNMENT_03).hidden_suite
-    assert collected_suite(suite) is collected_suite(Path(str(suite)))
+    assignment = Assignment.load(ASSIGNMENT_03)
+    suite, parts = assignment.hidden_suite, assignment.parts
+    assert collected_suite(suite, parts) is collected_suite(Path(str(suite)), tuple(parts))

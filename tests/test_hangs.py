@@ -132,11 +132,12 @@ def test_a_call_gets_the_floor_then_what_the_reference_s_time_for_it_gives():
         "a call may take 3000 times the reference's time for it, at least 0.5 s and 100 us per element of its "
         "tensor arguments"))  # a heavy call
     assert calls.limit("split_heads", lambda: 1e-5).final()[0] == 0.5  # the round trip dominates
-    # The reference's time says how long a call may take, past the limit of one it cannot time
-    # (07's training of a GPT that computes attention element by element, 160 times)...
-    assert calls.limit("split_heads", lambda: 1e-3).final()[0] == pytest.approx(3.0)
-    # ...up to a limit of its own.
-    assert calls.limit("split_heads", lambda: 0.5).final() == (LIMITS.measured_call_timeout_s, None)
+    assert calls.limit("split_heads", lambda: 0.5).final() == (2.0, None)  # never above the per-call limit
+    # A whole job measured against the same job done with the reference, as long as the
+    # submission's time lasts (07's training of a GPT that computes attention one scalar at a
+    # time takes minutes).
+    assert calls.limit("train", lambda: 0.5, job=True).final() == (pytest.approx(1500), (
+        "a job may take 3000 times the reference's time for the same job"))
     # No yardstick (an argument in the student's process, a helper of the student's own): the
     # full limit, as slow as honest code may be.
     assert calls.limit("my_helper", lambda: None).final() == (2.0, None)
@@ -159,7 +160,24 @@ def test_calls_that_may_run_hung_code_start_from_the_shorter_floor_with_no_full_
     assert calls.limit("_project", lambda: 1e-5, elements=15_000).final()[0] == 0.25  # nor elements
     assert calls.limit("_project", lambda: 1.2 / LIMITS.hung_call_slowdown).final() == (pytest.approx(1.2), (
         "encode ran past its time limit in an earlier test, so calls that may run its code get 1.2 s"))
+    # Near a hang, however heavy the call, never more than a call with no yardstick gets.
+    assert calls.limit("_project", lambda: 1.0).final()[0] == LIMITS.call_timeout_s
     assert calls.limit("unrelated").first_s == 0.5
+
+
+def test_a_call_handed_an_object_of_a_class_that_hung_is_near_the_hang():
+    program = Program("module", (
+        Cell("class GPT:\n    def forward(self, x):\n        while True:\n            pass\n", "gpt.py"),
+        Cell("def unrelated(x):\n    return x\n", "gpt.py"),
+    ))
+    calls = HungCalls(program, LIMITS)
+    # A grader helper's training loop, handed the student's GPT, ran out of time: the GPT hung,
+    # not the helper (which the submission does not define).
+    calls.timed_out("module.train", objects=["GPT"])
+    assert calls.limit("GPT.forward").first_s == LIMITS.hung_call_timeout_s
+    assert calls.limit("module.train", objects=["GPT"]).first_s == LIMITS.hung_call_timeout_s
+    assert calls.limit("module.seed").first_s == LIMITS.call_floor_s
+    assert calls.limit("unrelated").first_s == LIMITS.call_floor_s
 
 
 def test_a_limit_never_exceeds_the_per_call_limit():
@@ -249,7 +267,7 @@ def test_no_yardstick_where_the_reference_cannot_make_the_call():
 def test_correct_slow_code_beside_a_hang_keeps_its_marks(grade_source):
     # The index stops advancing for sequences of length one: only combine_heads' last test
     # hangs, and its other tests, and every test of the MultiHeadAttention that calls it,
-    # run under the shorter limit (the suite runs combine_heads' tests first).
+    # run under the shorter limit (the suite runs a part's tests before those of the parts that use it).
     stalls_on_length_one = mutant(HEADS_BY_LOOP, "        h += 1\n", "        h += 1 if x.shape[2] > 1 else 0\n")
     report = grade_source(notebook_text(stalls_on_length_one), suffix=".ipynb", limits=LIMITS)
     failing = [(t.name, t.outcome) for p in report.parts for t in p.tests if t.outcome != "passed"]

@@ -140,7 +140,7 @@ def _start_suite(assignment: Assignment, program: Program | None, limits: Limits
                  total_timeout_s: float) -> ForkedRun:
     """Fork the suite process, with the submission's workspace (see :mod:`grader.sandbox.workspace`)."""
     try:
-        suite = collected_suite(assignment.hidden_suite)  # once per grader process
+        suite = collected_suite(assignment.hidden_suite, assignment.parts)  # once per grader process
     except Exception as exc:  # noqa: BLE001 - a suite pytest cannot even configure: every report says why
         message = f"the hidden suite in {assignment.hidden_suite.name} could not be loaded: {type(exc).__name__}: {exc}"
         return ForkedRun(lambda: _fail(message), total_timeout_s, limits)

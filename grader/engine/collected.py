@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 import importlib
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 from pathlib import Path
 
 import pytest
@@ -106,9 +106,10 @@ def _failed(bound: str, how: str) -> CheckFailed:
 class CollectedSuite:
     """A hidden suite's pytest session, configured and collected, ready to run in a fork."""
 
-    def __init__(self, suite: Path):
+    def __init__(self, suite: Path, parts: Sequence[str] = ()):
+        """``parts``: the contract's, in its order: the order the tests run in."""
         self.name = suite.name
-        self._grading = GradingPlugin()
+        self._grading = GradingPlugin(parts)
         self._bounds = TrustedBounds()
         self.error: str | None = None  # why the suite cannot run, said in every submission's report
         args = [str(suite), "-c", str(suite.parent / "pytest.ini"), "--rootdir", str(suite.parent), *PYTEST_ARGS]
@@ -144,10 +145,10 @@ class CollectedSuite:
 
 
 @functools.cache
-def collected_suite(suite: Path) -> CollectedSuite:
+def collected_suite(suite: Path, parts: tuple[str, ...]) -> CollectedSuite:
     """``suite`` collected in this process, once: every suite process forked from it runs it."""
     preload_suite(suite)
-    return CollectedSuite(suite)
+    return CollectedSuite(suite, parts)
 
 
 def preload_suite(suite: Path) -> None:

@@ -55,7 +55,8 @@ def classify(exc: BaseException | None, part: str = "") -> Verdict:
         return Verdict(Outcome.ERROR, f"{exc}\n{exc.traceback}".strip(),
                        hints.hint_for_exception(exc.type_name, exc.message, exc.traceback))
     if isinstance(exc, StudentTimeout):
-        return Verdict(Outcome.TIMEOUT, str(exc), "look for a loop that never ends")
+        return Verdict(Outcome.TIMEOUT, str(exc), "look for a loop that never ends, or a Python loop over single "
+                                                  "elements where one tensor operation would do")
     if isinstance(exc, StudentCrashed):
         return Verdict(Outcome.ERROR, str(exc))
     # Anything else is a bug in the hidden suite or the grader, not the student's fault.
@@ -101,9 +102,11 @@ class StandIns:
 
 class GradingPlugin:
     """Registered when the suite is collected (:mod:`grader.engine.collected`), bound to one
-    submission in the suite process that runs it (:meth:`bind`)."""
+    submission in the suite process that runs it (:meth:`bind`). ``parts``: the contract's parts,
+    in its order, which puts each part after those it uses."""
 
-    def __init__(self) -> None:
+    def __init__(self, parts: Sequence[str] = ()) -> None:
+        self._order = {part: index for index, part in enumerate(parts)}
         self._session: StudentSession | None = None  # None when only collecting
         self._device = torch.device("cpu")
         self._stand_ins: StandIns | None = None
@@ -120,10 +123,15 @@ class GradingPlugin:
 
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         for item in items:
-            marker = item.get_closest_marker(PART_MARKER)
-            if marker is None:
+            if item.get_closest_marker(PART_MARKER) is None:
                 raise pytest.UsageError(f"{item.nodeid} has no @pytest.mark.{PART_MARKER}(...)")
-            self._tests[item.nodeid] = TestOutcome(item.name, _part_of(item), float(marker.kwargs.get("points", 1)))
+        # A part's tests run after those of the parts it uses: a piece that hangs is found by
+        # its own tests, which leaves the parts built on it the shorter limit of calls near a
+        # hang (hung_calls.py), and 07's training, last, cannot take the time of the others.
+        items.sort(key=lambda item: self._order.get(_part_of(item), len(self._order)))
+        for item in items:
+            points = float(item.get_closest_marker(PART_MARKER).kwargs.get("points", 1))
+            self._tests[item.nodeid] = TestOutcome(item.name, _part_of(item), points)
 
     @property
     def outcomes(self) -> list[TestOutcome]:

@@ -20,14 +20,11 @@ class Limits:
     # (child_process.WALL_PER_CPU_SECOND): of a call the reference cannot time (hung_calls.py).
     call_timeout_s: float = 10.0
     # A call gets call_floor_s; one still running then, call_slowdown times the reference's time
-    # for it, at most measured_call_timeout_s (or call_timeout_s, if more). Calls that may run the
-    # code of a function that timed out get hung_call_slowdown times it, at least
-    # hung_call_timeout_s (hung_calls.py).
+    # for it, as much of student_time_s as that is (07's 100 training steps of a GPT that
+    # computes attention one scalar at a time take minutes). Calls that may run the code of a
+    # function that timed out get hung_call_slowdown times it, at least hung_call_timeout_s and
+    # at most call_timeout_s (hung_calls.py).
     call_floor_s: float = 1.0
-    # 07's 100 training steps of a GPT whose attention loops over positions take 13 s, 40 times
-    # the reference's (0.33 s); element by element, 55-61 s, 160 times: twice that, for a slower
-    # machine.
-    measured_call_timeout_s: float = 120.0
     # A table built element by element in Python loops takes 650 times the reference's
     # vectorised time (04's sinusoidal_encoding(5000, 64): 1.8 s against 2.8 ms).
     call_slowdown: float = 3000.0

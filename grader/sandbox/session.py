@@ -146,7 +146,8 @@ class StudentSession:
         """Within the block, a call the reference cannot time by itself (one that takes the
         student's model, a grader helper's) is measured against ``work()``: the same job done
         here with the reference (07's training loop on the reference's GPT), run once, only
-        if such a call runs past its first limit, on the device of the call's tensors."""
+        if such a call runs past its first limit, on the device of the call's tensors. A job
+        is not held to the per-call limit (hung_calls.py): wrap only the job's call."""
         measured: dict[torch.device, float | None] = {}
 
         def seconds(device: torch.device) -> float | None:
@@ -229,12 +230,15 @@ class StudentSession:
             header[key] = encoder.encode(value)
         if self._watch:
             header["record"] = True
+        # The classes the grader built the objects it hands over as (not what the child says they are).
+        objects = [obj.built[0] for obj in (*args, *kwargs.values()) if isinstance(obj, RemoteObject) and obj.built]
         limit = self._hung.limit(label, lambda: self._reference_time(label, header.get("target"), args, kwargs, owner),
-                                 elements=sum(t.numel() for t in encoder.tensors.values()))
+                                 elements=sum(t.numel() for t in encoder.tensors.values()), objects=objects,
+                                 job=self._like is not None)
         try:
             reply, value = self._process.exchange(header, encoder.tensors, label, limit, meta=encoder.meta)
         except StudentTimeout:
-            self._hung.timed_out(label)
+            self._hung.timed_out(label, objects)
             raise
         status = reply.get("status")
         if self._watch:
