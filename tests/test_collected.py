@@ -96,10 +96,11 @@ def test_collecting_leaves_the_grader_process_as_it_was(tmp_path):
 
 def test_the_tests_run_in_the_contract_s_order_of_parts(tmp_path):
     # A part after the parts it uses: pieces first, 07's training last, whatever the files' names.
-    collected = CollectedSuite(write_suite(tmp_path, test_a_whole=(
-        "import pytest\n\n@pytest.mark.part('whole')\ndef test_w1():\n    pass\n\n"
-        "@pytest.mark.part('piece')\ndef test_p1():\n    pass\n\n@pytest.mark.part('whole')\ndef test_w2():\n    pass\n"),
-        test_b_piece="import pytest\n\n@pytest.mark.part('piece')\ndef test_p2():\n    pass\n"), parts=("piece", "whole"))
+    whole = ("import pytest\n\n@pytest.mark.part('whole')\ndef test_w1():\n    pass\n\n"
+             "@pytest.mark.part('piece')\ndef test_p1():\n    pass\n\n"
+             "@pytest.mark.part('whole')\ndef test_w2():\n    pass\n")
+    piece = "import pytest\n\n@pytest.mark.part('piece')\ndef test_p2():\n    pass\n"
+    collected = CollectedSuite(write_suite(tmp_path, test_a_whole=whole, test_b_piece=piece), parts=("piece", "whole"))
     assert [t.name for t in collected.tests] == ["test_p1", "test_p2", "test_w1", "test_w2"]
     assert [t.name for t in run_forked(collected).tests] == ["test_p1", "test_p2", "test_w1", "test_w2"]
 

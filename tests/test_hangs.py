@@ -178,6 +178,9 @@ def test_a_call_handed_an_object_of_a_class_that_hung_is_near_the_hang():
     assert calls.limit("module.train", objects=["GPT"]).first_s == LIMITS.hung_call_timeout_s
     assert calls.limit("module.seed").first_s == LIMITS.call_floor_s
     assert calls.limit("unrelated").first_s == LIMITS.call_floor_s
+    # A class the source does not define at the top (made in a function): its own calls still are.
+    calls.timed_out("Made.forward")
+    assert calls.limit("Made.forward").first_s == LIMITS.hung_call_timeout_s
 
 
 def test_a_limit_never_exceeds_the_per_call_limit():

@@ -48,7 +48,8 @@ PYTEST_ARGS = (
     # Each would act on the grader process: its stdout and stderr, its fault handler, pdb.
     "-p", "no:capture", "-p", "no:faulthandler", "-p", "no:debugging",
     # Command-line features a grading never asks for.
-    *(arg for name in ("pastebin", "junitxml", "doctest", "setuponly", "setupplan", "stepwise") for arg in ("-p", f"no:{name}")),
+    *(arg for name in ("pastebin", "junitxml", "doctest", "setuponly", "setupplan", "stepwise")
+      for arg in ("-p", f"no:{name}")),
 )
 
 

@@ -93,14 +93,16 @@ class HungCalls:
         objects' classes), if any."""
         if not self._hung:
             return None
-        hung = {h for h in self._hung for name in names if h in self._reached_from(name) or name in self._reached_from(h)}
+        hung = {h for h in self._hung for name in names
+                if h in self._reached_from(name) or name in self._reached_from(h)}
         return min(hung) if hung else None
 
     def timed_out(self, label: str, objects: Iterable[str] = ()) -> None:
         """A call timed out: its target, and the classes of the student's objects it was handed
         (a grader helper's training loop spends its time in the student's model), hung; of
-        those, the names the submission defines."""
-        self._hung.update(name for name in (_name_of(label), *objects) if name in self._reads)
+        those, the names the submission defines, else the target's (a class made in a function)."""
+        names = {_name_of(label), *objects}
+        self._hung.update(names & self._reads.keys() or {_name_of(label)})
 
     def _reached_from(self, name: str) -> set[str]:
         reached, pending = {name}, [name]
