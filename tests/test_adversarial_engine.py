@@ -270,21 +270,9 @@ def _run_suite_file(tmp_path: Path, source: str, limits: Limits) -> SuiteResult:
     """``source`` as a hidden suite, run as the grader runs one: collected here, run in a forked
     suite process under its trusted bounds, with no submission."""
     from grader.engine.collected import CollectedSuite
-    from grader.engine.runner import ForkedRun
-    from grader.sandbox import trusted_bounds
+    from tests.test_collected import run_forked, write_suite
 
-    suite = tmp_path / f"suite_{tmp_path.name}"  # its module's name: pytest imports it here, once per name
-    suite.mkdir()
-    (suite / "test_slipped.py").write_text(source)
-    (tmp_path / "pytest.ini").write_text("[pytest]\n")
-    collected = CollectedSuite(suite)
-
-    def run() -> SuiteResult:
-        return SuiteResult(tuple(collected.run(None, "cpu", None, trusted_bounds.apply(limits, "cpu"))))
-
-    forked = ForkedRun(run, 60, limits)
-    forked.wait()
-    return forked.result()
+    return run_forked(CollectedSuite(write_suite(tmp_path, test_slipped=source)), limits)
 
 
 def test_a_value_that_slips_past_the_checks_fails_its_test_at_the_suites_bounds(tmp_path):

@@ -15,6 +15,7 @@ from grader.core.outcome import SuiteResult
 from grader.engine.collected import CollectedSuite, SuiteError, collected_suite
 from grader.engine.runner import ForkedRun
 from grader.sandbox import trusted_bounds
+from grader.sandbox.limits import Limits
 from tests.conftest import ASSIGNMENT_03, ROOT, TEST_LIMITS
 
 # Each run appends to a module-level list and to a session fixture's: a run that started from
@@ -54,11 +55,13 @@ def write_suite(tmp_path: Path, **files: str) -> Path:
     return suite
 
 
-def run_forked(collected: CollectedSuite) -> SuiteResult:
+def run_forked(collected: CollectedSuite, limits: Limits = TEST_LIMITS) -> SuiteResult:
+    """``collected`` run as the grader runs a suite: in a forked suite process under its trusted
+    bounds, here with no submission."""
     def run() -> SuiteResult:
-        return SuiteResult(tuple(collected.run(None, "cpu", None, trusted_bounds.apply(TEST_LIMITS, "cpu"))))
+        return SuiteResult(tuple(collected.run(None, "cpu", None, trusted_bounds.apply(limits, "cpu"))))
 
-    forked = ForkedRun(run, 60, TEST_LIMITS)
+    forked = ForkedRun(run, 60, limits)
     forked.wait()
     return forked.result()
 
