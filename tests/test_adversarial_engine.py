@@ -196,16 +196,18 @@ def test_a_forged_event_does_not_lift_the_deadline_of_the_load(grade_source):
 
 
 def test_slow_code_uses_up_its_own_time_and_is_graded_not_a_grader_error(grade_source):
-    sleepy = mutant(REFERENCE, SPLIT_BODY, SPLIT_BODY + "    import time; time.sleep(60)\n")
-    # Fourteen calls sleep: 42 s of call limits, past the grader's own limit of 30 s unless
-    # the submission's total of 4 s stops them (with a wide margin for a busy machine).
+    combine_body = "    batch, num_heads, length, d_k = x.shape\n"  # the first line of combine_heads
+    sleepy = mutant(REFERENCE, combine_body, combine_body + "    import time; time.sleep(60)\n")
+    # Every call of combine_heads sleeps (its own tests', MultiHeadAttention's): far past the
+    # grader's own limit of 30 s in call limits, unless the submission's total of 4 s stops them
+    # (with a wide margin for a busy machine).
     limits = replace(TEST_LIMITS, call_timeout_s=3.0, student_time_s=4.0)
     report = grade_source(sleepy, limits=limits, total_timeout_s=30)
     assert_valid(report)
     assert report.status == Status.GRADED, report.error
     messages = [test.message for p in report.parts for test in p.tests if test.outcome == "timeout"]
     assert any("total time limit of 4 s" in message for message in messages), messages
-    assert part(report, "combine_heads").score == part(report, "combine_heads").max_score  # runs before split's
+    assert part(report, "split_heads").score == part(report, "split_heads").max_score  # runs before combine's
 
 
 def _cgroups() -> set[str]:
