@@ -276,3 +276,15 @@ def test_call_part_names_the_unfinished_part_it_calls():
     assert failure.value.hint == hints.NOT_IMPLEMENTED and "train_step calls translation_loss" in failure.value.message
     with pytest.raises(StudentException):  # its own stub
         call_part(_Student(_student_raises("NotImplementedError", "train_step: see README")), "train_step")
+
+
+def test_seed_reference_builds_the_reference_torch_manual_seed_builds():
+    from grader.suite import seed_reference
+    from reference.gpt import GPT
+
+    torch.manual_seed(5)
+    with_torch = GPT(11, 16, 2, 1, 16).state_dict()
+    torch.manual_seed(6)  # another state first: seed_reference must set it, not find it
+    seed_reference(5)
+    ours = GPT(11, 16, 2, 1, 16).state_dict()
+    assert with_torch.keys() == ours.keys() and all(torch.equal(with_torch[k], ours[k]) for k in ours)

@@ -23,6 +23,10 @@ Fixtures, served to every suite by the grader's pytest plugin (never imported):
 - ``make_input(*shape, seed=n, scale=..., dtype=torch.float32)``: a seeded normal tensor on
   ``device``; ``scale`` defaults to the ``input_scale`` fixture (1.0), which a suite's
   conftest may override when its values need larger inputs.
+- ``seed_reference(n)`` (a function, not a fixture): seeds the CPU generator a reference module
+  built next draws its weights from (build it on the CPU, then ``.to(device)``), as
+  ``torch.manual_seed(n)`` does for it, without the 5 ms stack trace that one formats per call
+  for each GPU backend not started.
 - ``new_graded(reference, class_name, *args)``: the student's module holding the reference's
   weights, a stock piece in place of each piece of theirs that cannot hold them;
   ``new_for_names(reference, class_name, *args)``: the same without the weights, for a check
@@ -147,6 +151,7 @@ from grader.suite.checks import (
     gradient_mistakes,
     is_close,
 )
+from grader.suite.contract_parameters import expect_replaced_pieces_written, without_unexpected_biases
 from grader.suite.dropout import (
     DropoutHints,
     expect_dropout,
@@ -178,7 +183,7 @@ from grader.suite.part_isolation import (
     randomize_norms,
     with_stock,
 )
-from grader.suite.contract_parameters import expect_replaced_pieces_written, without_unexpected_biases
+from grader.suite.seeding import seed_reference
 from grader.suite.student_protocol import Remote, Student
 
 __all__ = [
@@ -203,4 +208,6 @@ __all__ = [
     # stock pieces and lazy modules
     "STOCK_REPLACED", "StockPiece", "expect_replaced_pieces_written", "materialized", "new_graded_like", "noting_stock",
     "with_stock", "without_unexpected_biases",
+    # reference modules
+    "seed_reference",
 ]

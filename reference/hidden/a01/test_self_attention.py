@@ -1,5 +1,4 @@
 import pytest
-import torch
 import torch.nn.functional as F
 
 from grader.suite import (
@@ -10,6 +9,7 @@ from grader.suite import (
     expect_follows_device,
     expect_tensor,
     gradient_mistakes,
+    seed_reference,
 )
 from reference.attention import SelfAttention
 from reference.hidden.a01 import variants
@@ -48,7 +48,7 @@ def mistakes(student, module, x) -> dict:
 
 def test_self_attention_has_the_contract_parameters(student, make_input, device):
     for bias in (False, True):
-        torch.manual_seed(2)
+        seed_reference(2)
         reference = SelfAttention(D_IN, D_OUT, qkv_bias=bias).to(device)
         expect_contract_parameters(f"SelfAttention(qkv_bias={bias})", student.new("SelfAttention", D_IN, D_OUT, qkv_bias=bias),
                           reference, names_hint="use W_query, W_key, W_value = nn.Linear(d_in, d_out, bias=qkv_bias)",
@@ -69,7 +69,7 @@ def test_self_attention_values(student, student_self_attention, reference_self_a
 
 
 def test_self_attention_with_bias(student, make_input, device):
-    torch.manual_seed(1)
+    seed_reference(1)
     reference = SelfAttention(D_IN, D_OUT, qkv_bias=True).to(device)
     module = student.new_like(reference, "SelfAttention", D_IN, D_OUT, qkv_bias=True)
     x = make_input(2, 4, D_IN, seed=61)

@@ -11,7 +11,7 @@ argument), so every verdict is deterministic.
 import pytest
 import torch
 
-from grader.suite import in_eval_mode
+from grader.suite import in_eval_mode, seed_reference
 from reference.masks import CausalSelfAttention
 
 D_IN, D_OUT, CONTEXT = 6, 8, 6
@@ -48,7 +48,7 @@ def student_generator(student, device):
 
 @pytest.fixture
 def reference_csa(device):
-    torch.manual_seed(0)
+    seed_reference(0)
     return CausalSelfAttention(D_IN, D_OUT, CONTEXT).to(device)
 
 

@@ -19,6 +19,7 @@ from grader.suite import (
     in_eval_mode,
     is_close,
     materialized,
+    seed_reference,
     weights_behind,
 )
 from reference.hidden.a02 import variants
@@ -46,7 +47,7 @@ def expect_csa(what, got, reference, x):
 
 def test_csa_has_the_contract_parameters(student, make_input, device):
     for bias in (False, True):
-        torch.manual_seed(2)
+        seed_reference(2)
         reference = CausalSelfAttention(D_IN, D_OUT, CONTEXT, qkv_bias=bias).to(device)
         x = make_input(2, 4, D_IN, seed=101)
         fresh = student.new("CausalSelfAttention", D_IN, D_OUT, CONTEXT, qkv_bias=bias)
@@ -122,7 +123,7 @@ def test_csa_batch_and_length_of_one(student_csa, reference_csa, make_input):
 
 
 def test_csa_with_bias(student, make_input, device):
-    torch.manual_seed(1)
+    seed_reference(1)
     reference = CausalSelfAttention(D_IN, D_OUT, CONTEXT, qkv_bias=True).to(device)
     module = in_eval_mode(student.new_like(reference, "CausalSelfAttention", D_IN, D_OUT, CONTEXT, qkv_bias=True))
     x = make_input(2, 5, D_IN, seed=93)

@@ -6,9 +6,8 @@ scaled up so the softmax is far from uniform and scaling mistakes show in the va
 """
 
 import pytest
-import torch
 
-from grader.suite import in_eval_mode
+from grader.suite import in_eval_mode, seed_reference
 from reference.multihead import MultiHeadAttention
 
 D_MODEL, NUM_HEADS = 24, 3
@@ -22,7 +21,7 @@ def input_scale() -> float:
 
 @pytest.fixture
 def reference_mha(device):
-    torch.manual_seed(0)
+    seed_reference(0)
     return MultiHeadAttention(D_MODEL, NUM_HEADS).to(device)
 
 

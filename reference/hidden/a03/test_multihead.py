@@ -18,6 +18,7 @@ from grader.suite import (
     in_eval_mode,
     is_close,
     materialized,
+    seed_reference,
     weights_behind,
 )
 from reference.hidden.a03 import variants
@@ -41,7 +42,7 @@ def _params(module):
 
 def test_mha_has_the_contract_parameters(student, make_input, device):
     for bias in (True, False):
-        torch.manual_seed(2)
+        seed_reference(2)
         reference = MultiHeadAttention(D_MODEL, NUM_HEADS, bias=bias).to(device)
         x = make_input(2, 4, D_MODEL, seed=21)
         fresh = student.new("MultiHeadAttention", D_MODEL, NUM_HEADS, bias=bias)

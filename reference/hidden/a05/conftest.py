@@ -35,6 +35,7 @@ from grader.suite import (
     in_eval_mode,
     is_close,
     randomize_norms,
+    seed_reference,
 )
 from reference.hidden.a05 import stock, variants
 from reference.layers import DecoderLayer, EncoderLayer, FeedForward, Transformer
@@ -67,25 +68,25 @@ def make_tokens(device):
 
 @pytest.fixture
 def reference_ffn(device):
-    torch.manual_seed(1)
+    seed_reference(1)
     return FeedForward(D_MODEL, D_FF).to(device)
 
 
 @pytest.fixture
 def reference_encoder_layer(device):
-    torch.manual_seed(2)
+    seed_reference(2)
     return randomize_norms(EncoderLayer(D_MODEL, NUM_HEADS, D_FF), seed=2).to(device)
 
 
 @pytest.fixture
 def reference_decoder_layer(device):
-    torch.manual_seed(3)
+    seed_reference(3)
     return randomize_norms(DecoderLayer(D_MODEL, NUM_HEADS, D_FF), seed=3).to(device)
 
 
 @pytest.fixture
 def reference_transformer(device):
-    torch.manual_seed(4)
+    seed_reference(4)
     return randomize_norms(Transformer(SRC_VOCAB, TGT_VOCAB, dropout=0.0, **TRANSFORMER_ARGS), seed=4).to(device)
 
 

@@ -1,5 +1,4 @@
 import pytest
-import torch
 
 from grader.suite import (
     CheckFailed,
@@ -16,6 +15,7 @@ from grader.suite import (
     in_eval_mode,
     is_close,
     materialized,
+    seed_reference,
     weights_behind,
 )
 from reference.hidden.a05 import variants
@@ -59,7 +59,7 @@ def test_feed_forward_dropout_sits_between_relu_and_linear2(student, make_input,
     # With d_ff = 8 < d_model = 16, linear2 can be undone: the hidden values behind the output
     # are compared with those of the same module in eval mode (grader.suite.dropout), so any
     # correct way of dropping passes, and a mistake in the values is graded elsewhere, once.
-    torch.manual_seed(6)
+    seed_reference(6)
     reference = FeedForward(D_MODEL, NARROW).to(device)
     x = make_input(8, 6, D_MODEL, seed=62)
     outputs, again = {}, {}

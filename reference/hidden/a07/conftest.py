@@ -19,7 +19,7 @@ import pytest
 import torch
 from torch import nn
 
-from grader.suite import Remote, StockPiece, in_eval_mode, randomize_norms, without_unexpected_biases
+from grader.suite import Remote, StockPiece, in_eval_mode, randomize_norms, seed_reference, without_unexpected_biases
 from reference.gpt import GPT, MLP, Block, Head, MultiHead
 from reference.hidden.a07 import stock
 
@@ -47,31 +47,31 @@ def make_tokens(device):
 
 @pytest.fixture
 def reference_head(device):
-    torch.manual_seed(1)
+    seed_reference(1)
     return Head(D_MODEL, HEAD_SIZE, CONTEXT).to(device)
 
 
 @pytest.fixture
 def reference_multihead(device):
-    torch.manual_seed(2)
+    seed_reference(2)
     return MultiHead(D_MODEL, NUM_HEADS, CONTEXT).to(device)
 
 
 @pytest.fixture
 def reference_mlp(device):
-    torch.manual_seed(3)
+    seed_reference(3)
     return MLP(D_MODEL).to(device)
 
 
 @pytest.fixture
 def reference_block(device):
-    torch.manual_seed(4)
+    seed_reference(4)
     return randomize_norms(Block(D_MODEL, NUM_HEADS, CONTEXT), seed=4).to(device)
 
 
 @pytest.fixture
 def reference_gpt(device):
-    torch.manual_seed(5)
+    seed_reference(5)
     return randomize_norms(GPT(*GPT_ARGS), seed=5).to(device)
 
 

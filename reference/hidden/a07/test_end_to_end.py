@@ -32,7 +32,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from grader.suite import CheckFailed, expect_contract_parameters, expect_named_tensors, materialized, with_stock
+from grader.suite import (
+    CheckFailed,
+    expect_contract_parameters,
+    expect_named_tensors,
+    materialized,
+    seed_reference,
+    with_stock,
+)
 from reference.gpt import GPT
 from reference.hidden.a07 import helpers, variants
 from reference.hidden.a07.conftest import stock_pieces_of
@@ -81,7 +88,7 @@ def losses(parameters: dict[str, torch.Tensor], data: torch.Tensor) -> dict:
 def trained(student, device) -> Trained:
     """The student's GPT trained in the student's process, its parameters fetched once and
     checked, and what the grader measures with them; for both tests."""
-    torch.manual_seed(SEED)
+    seed_reference(SEED)
     reference = GPT(len(CHARS), D_MODEL, HEADS, LAYERS, CONTEXT).to(device)
     initial = {name: p.detach().clone() for name, p in reference.named_parameters()}
     data = encode(CORPUS, device)
