@@ -88,7 +88,7 @@ def reference_files(assignment: Assignment) -> list[Path]:
     its hidden suite, and the reference modules that the suite names (suite.toml) or imports,
     with those they import in turn (read from their import statements)."""
     reference = reference_dir()
-    # The packages' faces, and what pytest itself loads for every suite (grader.engine.runner).
+    # The packages' faces, and what pytest itself loads for every suite (grader.engine.collected).
     shared = [reference / name for name in ("__init__.py", "hidden/__init__.py", "hidden/pytest.ini",
                                              "hidden/conftest.py")]
     files = {path for path in shared if path.is_file()} | set(source_files(assignment.hidden_suite))
