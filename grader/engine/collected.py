@@ -109,7 +109,6 @@ class CollectedSuite:
 
     def __init__(self, suite: Path, parts: Sequence[str] = ()):
         """``parts``: the contract's, in its order: the order the tests run in."""
-        self.name = suite.name
         self._grading = GradingPlugin(parts)
         self._bounds = TrustedBounds()
         self.error: str | None = None  # why the suite cannot run, said in every submission's report
