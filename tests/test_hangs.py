@@ -183,6 +183,20 @@ def test_a_call_handed_an_object_of_a_class_that_hung_is_near_the_hang():
     assert calls.limit("Made.forward").first_s == LIMITS.hung_call_timeout_s
 
 
+def test_a_student_function_that_times_out_holding_a_model_is_what_hung_not_the_model():
+    # generate may be slow in its own loop: the GPT it was handed keeps its full limits, and so
+    # does the training of that GPT (a job of its own).
+    program = Program("module", (
+        Cell("class GPT:\n    def forward(self, x):\n        return x\n", "gpt.py"),
+        Cell("def generate(model, idx):\n    while True:\n        pass\n", "gpt.py"),
+    ))
+    calls = HungCalls(program, LIMITS)
+    calls.timed_out("generate", objects=["GPT"])
+    assert calls.limit("generate", objects=["GPT"]).first_s == LIMITS.hung_call_timeout_s
+    assert calls.limit("GPT.forward").first_s == LIMITS.call_floor_s
+    assert calls.limit("module.train", objects=["GPT"]).first_s == LIMITS.call_floor_s
+
+
 def test_a_limit_never_exceeds_the_per_call_limit():
     calls = HungCalls(Program("module", (Cell("def f():\n    pass\n", "mha.py"),)),
                       replace(LIMITS, call_timeout_s=0.1))

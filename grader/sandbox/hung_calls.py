@@ -98,11 +98,15 @@ class HungCalls:
         return min(hung) if hung else None
 
     def timed_out(self, label: str, objects: Iterable[str] = ()) -> None:
-        """A call timed out: its target, and the classes of the student's objects it was handed
-        (a grader helper's training loop spends its time in the student's model), hung; of
-        those, the names the submission defines, else the target's (a class made in a function)."""
-        names = {_name_of(label), *objects}
-        self._hung.update(names & self._reads.keys() or {_name_of(label)})
+        """A call timed out. What hung: its target, where the submission defines it (a
+        ``generate`` handed a GPT may be slow in its own loop, not in the GPT); else, for a grader
+        helper's call (its training loop spends its time in the student's model), the classes
+        of the student's objects it was handed; else the target still (a class made in a function)."""
+        target = _name_of(label)
+        if target in self._reads:
+            self._hung.add(target)
+        else:
+            self._hung.update(set(objects) & self._reads.keys() or {target})
 
     def _reached_from(self, name: str) -> set[str]:
         reached, pending = {name}, [name]
