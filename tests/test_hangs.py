@@ -166,11 +166,8 @@ def test_calls_that_may_run_hung_code_start_from_the_shorter_floor_with_no_full_
 
 
 def test_a_call_handed_an_object_of_a_class_that_hung_is_near_the_hang():
-    program = Program("module", (
-        Cell("class GPT:\n    def forward(self, x):\n        while True:\n            pass\n", "gpt.py"),
-        Cell("def unrelated(x):\n    return x\n", "gpt.py"),
-    ))
-    calls = HungCalls(program, LIMITS)
+    calls = hung_calls("class GPT:\n    def forward(self, x):\n        while True:\n            pass\n\n\n"
+                       "def unrelated(x):\n    return x\n")
     # A grader helper's training loop, handed the student's GPT, ran out of time: the GPT hung,
     # not the helper (which the submission does not define).
     calls.timed_out("module.train", objects=["GPT"])
@@ -186,11 +183,8 @@ def test_a_call_handed_an_object_of_a_class_that_hung_is_near_the_hang():
 def test_a_student_function_that_times_out_holding_a_model_is_what_hung_not_the_model():
     # generate may be slow in its own loop: the GPT it was handed keeps its full limits, and so
     # does the training of that GPT (a job of its own).
-    program = Program("module", (
-        Cell("class GPT:\n    def forward(self, x):\n        return x\n", "gpt.py"),
-        Cell("def generate(model, idx):\n    while True:\n        pass\n", "gpt.py"),
-    ))
-    calls = HungCalls(program, LIMITS)
+    calls = hung_calls("class GPT:\n    def forward(self, x):\n        return x\n\n\n"
+                       "def generate(model, idx):\n    while True:\n        pass\n")
     calls.timed_out("generate", objects=["GPT"])
     assert calls.limit("generate", objects=["GPT"]).first_s == LIMITS.hung_call_timeout_s
     assert calls.limit("GPT.forward").first_s == LIMITS.call_floor_s

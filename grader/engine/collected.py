@@ -61,18 +61,17 @@ class TrustedBounds:
     """pytest plugin: each test's trusted side gets its CPU-time budget, and a test that
     runs the suite process out of a bound fails as the student's: the submission's values
     are what differ between submissions, and the bounds are far above what the suites need.
-    Armed in the suite process (:meth:`arm`); collecting, the grader process has none."""
+    Armed in the suite process (:meth:`arm`), before any test runs; the grader process only
+    collects."""
 
-    def __init__(self) -> None:
-        self._budget: CpuBudget | None = None
+    _budget: CpuBudget
 
     def arm(self, budget: CpuBudget) -> None:
         self._budget = budget
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, None, None]:
-        if self._budget is not None:
-            self._budget.start_test()
+        self._budget.start_test()
         return (yield from self._bounded())
 
     @pytest.hookimpl(wrapper=True)
@@ -84,8 +83,7 @@ class TrustedBounds:
         try:
             return (yield from self._bounded())
         finally:
-            if self._budget is not None:
-                self._budget.end_test()
+            self._budget.end_test()
 
     def _bounded(self) -> Generator[None, None, None]:
         try:
@@ -93,7 +91,7 @@ class TrustedBounds:
         except TrustedBoundExceeded as exc:
             raise _failed(str(exc), "slow") from None
         except Exception as exc:
-            if self._budget is not None and trusted_bounds.memory_exhausted(exc):
+            if trusted_bounds.memory_exhausted(exc):
                 raise _failed(trusted_bounds.describe_memory(self._budget.limits), "large") from None
             raise
 

@@ -12,6 +12,7 @@ shape here, and every string is bounded and made valid Unicode before it can rea
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -148,14 +149,7 @@ class StudentSession:
         here with the reference (07's training loop on the reference's GPT), run once, only
         if such a call runs past its first limit, on the device of the call's tensors. A job
         is not held to the per-call limit (hung_calls.py): wrap only the job's call."""
-        measured: dict[torch.device, float | None] = {}
-
-        def seconds(device: torch.device) -> float | None:
-            if device not in measured:
-                measured[device] = seconds_of(lambda: work, device)
-            return measured[device]
-
-        previous, self._like = self._like, seconds
+        previous, self._like = self._like, functools.cache(lambda device: seconds_of(lambda: work, device))
         try:
             yield
         finally:

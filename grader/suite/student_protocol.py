@@ -82,8 +82,9 @@ class Student(Protocol):
         """Within the block, a call that the reference cannot time by itself (it takes the
         student's model, or it is a grader helper's) is given ``work``'s time as its yardstick:
         the same job done in the suite's process with the reference (07's training loop on the
-        reference's GPT), so correct but slow code may take many times as long, as any call
-        may. ``work`` runs at most once, only if such a call runs past its first second."""
+        reference's GPT): such a job may take 3000 times as long, past the per-call limit, within
+        the submission's time. ``work`` runs at most once, only if such a call runs past its first
+        second; wrap only the job's call."""
 
     def backward(self, name: str, *args: Any, grad_output: torch.Tensor, **kwargs: Any) -> Backward:
         """Call ``name`` and backpropagate ``grad_output`` through it in the student's process."""
