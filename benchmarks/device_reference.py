@@ -79,8 +79,8 @@ def child_starts(device: str, starts: int) -> dict:
     a fresh child of the same submission zygote, with the default sandbox layers."""
     layers = choose(DEFAULT.sandbox, PACKAGE_DIR)
     limits = Limits()
-    workspace = Workspace.open(layers, limits, ())
-    zygote = Zygote.open(workspace.control, workspace.zygote_config(limits, device, (str(PACKAGE_DIR),), layers))
+    workspace = Workspace.open(layers, limits, (), device, (str(PACKAGE_DIR),))
+    zygote = Zygote.open(workspace.control, workspace.config)
     program = Program("module", (Cell(PROBE.format(device=device), "probe.py"),))
     seconds = []
     try:

@@ -52,9 +52,8 @@ def session_for():
              layers: isolation.Isolation | None = None, solution: ModuleType | None = None) -> StudentSession:
         program = Program(kind, tuple(Cell(source, f"cell {i + 1}") for i, source in enumerate(sources)))
         layers = layers or isolation.choose(sandbox, reference.PACKAGE_DIR)
-        workspace = Workspace.open(layers, limits, ())
-        zygote = Zygote.open(workspace.control,
-                             workspace.zygote_config(limits, "cpu", (str(reference.PACKAGE_DIR),), layers))
+        workspace = Workspace.open(layers, limits, (), "cpu", (str(reference.PACKAGE_DIR),))
+        zygote = Zygote.open(workspace.control, workspace.config)
         session = StudentSession(zygote, program, limits, solution)
         opened.append((session, zygote, workspace))
         make.workspaces.append(workspace)
@@ -100,6 +99,39 @@ def test_traceback_lines_are_bounded_and_only_the_programs_own():
 def test_undefined_name_is_not_found(session_for):
     with pytest.raises(StudentNotFound):
         session_for("x = 1\n").call("split_heads")
+
+
+def test_a_preloaded_child_serves_the_first_request_and_the_wait_before_it_is_not_the_students(session_for):
+    # A budget shorter than the suite's own wait before its first request: that wait is the grader's.
+    session = session_for("import time\nloaded_at = time.monotonic()\ndef loaded():\n    return loaded_at\n",
+                          kind="module", limits=replace(LIMITS, student_time_s=3.0))
+    session.preload()
+    time.sleep(3.5)  # the suite getting its first test ready
+    asked_at = time.monotonic()
+    assert session.call("loaded") < asked_at  # the program ran before anything was asked of it
+    assert session.call("loaded") == session.call("loaded")  # one child served every request
+
+
+def test_a_cell_that_hangs_in_a_preloaded_child_is_skipped_as_in_any_other(session_for):
+    session = session_for("while True:\n    pass\n", "def fast():\n    return 1\n", limits=HANGS)
+    session.preload()
+    assert session.call("fast") == 1
+    assert any("cell 1" in note and "skipped" in note for note in session.notes), session.notes
+
+
+def test_closing_ends_a_child_that_is_still_loading(session_for):
+    session = session_for("import time\ntime.sleep(60)\n")
+    before = set(descendants(os.getpid()))
+    session.preload()
+    deadline = time.monotonic() + 30
+    while not (started := set(descendants(os.getpid())) - before) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert started, "preload started no process"
+    session.close()
+    deadline = time.monotonic() + 10
+    while any(alive(pid) for pid in started) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not any(alive(pid) for pid in started)
 
 
 def test_sleeping_call_times_out_and_a_fresh_child_serves_the_next(session_for):

@@ -145,15 +145,15 @@ def _start_suite(assignment: Assignment, program: Program | None, limits: Limits
         message = f"the hidden suite in {assignment.hidden_suite.name} could not be loaded: {type(exc).__name__}: {exc}"
         return ForkedRun(lambda: _fail(message), total_timeout_s, limits)
     if program is None:  # ungradable: the suite's tests list every part
-        return ForkedRun(lambda: run_suite(assignment, suite, None, limits, device, isolation, None),
+        return ForkedRun(lambda: run_suite(assignment, suite, None, limits, device, None),
                          total_timeout_s, limits)
     try:
-        workspace = Workspace.open(isolation, limits, assignment.preload)
+        workspace = Workspace.open(isolation, limits, assignment.preload, device, (str(reference_dir()),))
     except (OSError, ZygoteUnavailable) as exc:
         message = f"the student's sandbox could not be set up: {exc}"
         return ForkedRun(lambda: _fail(message), total_timeout_s, limits)
     try:
-        run = ForkedRun(lambda: run_suite(assignment, suite, program, limits, device, isolation, workspace),
+        run = ForkedRun(lambda: run_suite(assignment, suite, program, limits, device, workspace),
                         total_timeout_s, limits, on_close=workspace.release)
     except BaseException:
         workspace.release()

@@ -24,14 +24,13 @@ from collections.abc import Callable
 
 import torch
 
-from grader.core.assignment import Assignment, reference_dir
+from grader.core.assignment import Assignment
 from grader.core.ingest import Program
 from grader.core.outcome import SuiteResult
 from grader.engine import warm  # noqa: F401  (imports torch makes lazily, once per grader process)
 from grader.engine.collected import CollectedSuite, SuiteError
 from grader.engine.plugin import StandIns
 from grader.sandbox import trusted_bounds
-from grader.sandbox.isolation import Isolation
 from grader.sandbox.limits import Limits, die_with_parent
 from grader.sandbox.session import StudentSession
 from grader.sandbox.workspace import Workspace
@@ -46,7 +45,7 @@ class SuiteBoundExceeded(SuiteError):
 
 
 def run_suite(assignment: Assignment, suite: CollectedSuite, program: Program | None, limits: Limits, device: str,
-              isolation: Isolation, workspace: Workspace | None) -> SuiteResult:
+              workspace: Workspace | None) -> SuiteResult:
     """Run the collected hidden suite against ``program`` (None: only list its tests).
 
     Call this in a process of its own, forked from the one that collected ``suite`` (see
@@ -62,17 +61,18 @@ def run_suite(assignment: Assignment, suite: CollectedSuite, program: Program | 
     session = None
     zygote = None
     try:
-        config = workspace.zygote_config(limits, device, (str(reference_dir()),), isolation)
         try:
-            zygote = Zygote.open(workspace.control, config)
+            zygote = Zygote.open(workspace.control, workspace.config)
         except ZygoteUnavailable as exc:
             raise SuiteError(str(exc)) from None
         reference = importlib.import_module(assignment.reference_module) if assignment.reference_module else None
         session = StudentSession(zygote, program, limits, reference)
+        session.preload()
+        source_flags = program_flags(program)  # here, not in the grader: in parallel, while the child loads
         torch.set_num_threads(1)
         tests = suite.run(session, device, _stand_ins(assignment), trusted_bounds.apply(limits, device))
         session.close()  # a child's output is collected when it ends
-        flags = (*program_flags(program), *session.flags)  # here, not in the grader: in parallel
+        flags = (*source_flags, *session.flags)
         return SuiteResult(tuple(tests), tuple(session.notes), session.output(), flags)
     finally:
         if session is not None:

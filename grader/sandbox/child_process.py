@@ -75,11 +75,30 @@ class ChildProcess:
         self._printed_through = -1  # highest cell index whose output is already collected
         self._oom_kills = zygote.oom_kills()  # the submission's so far: one more means a child's was
         self.generation = 0  # counts children; objects are only valid in the one that made them
+        self._preloading: _Loading | None = None  # a child loading the program ahead of need, see preload()
 
     def start(self) -> None:
         """Have a live child: load the program into a fresh one when there is none (before
         the first request, and after one that timed out or crashed the child)."""
         self._live_child()
+
+    def preload(self) -> None:
+        """Start a fresh child on the program now, without waiting for it: it confines itself
+        and runs the cells while the suite prepares its next test, and the next request
+        follows its loading from there (its limits count from then, never from before). A
+        child that fails this early is started again by that request, which says why."""
+        if self._child is not None or self._preloading is not None or self._load_failed or self._time_left <= 0:
+            return
+        try:
+            loading = _Loading(self, self._zygote.spawn())
+        except ZygoteGone:
+            return
+        try:
+            loading.send_program()
+        except (Deadline, PeerClosed, OSError):
+            self._retire(loading.child, describe=False)
+            return
+        self._preloading = loading
 
     def exchange(self, header: dict, tensors: dict[str, torch.Tensor], label: str,
                  limit: CallLimit | None = None, meta: bool = False) -> tuple[dict, Any]:
@@ -146,7 +165,12 @@ class ChildProcess:
         return text
 
     def close(self) -> None:
-        self._retire()
+        """End the live child (and one loading ahead), keeping what it printed. Nothing asks
+        how it ended, so nothing waits for its end."""
+        self._retire(describe=False)
+        if self._preloading is not None:
+            self._retire(self._preloading.child, describe=False)
+            self._preloading = None
 
     # ---- deadlines and the time budget ---------------------------------------------------------
 
@@ -203,12 +227,11 @@ class ChildProcess:
         """Start a child and run the program; skip cells that hung or killed an earlier child."""
         while True:
             self._deadline(0, time.monotonic())  # raises once the submission's time is used up
-            child = self._zygote.spawn()
-            child.output_from = -1
-            loading = _Loading(self, child)
+            loading, self._preloading = self._preloading, None
+            loading = loading or _Loading(self, self._zygote.spawn())
+            child = loading.child
             try:
-                protocol.send(child.sock, {"program": self.program.to_dict(), "skip": sorted(self._skip)},
-                              deadline=loading.started + STARTUP_TIMEOUT_S)
+                loading.send_program()
                 loading.follow()
                 self._printed_through = len(self.program.cells)
                 return child
@@ -252,11 +275,12 @@ class ChildProcess:
 
     # ---- retiring a child ----------------------------------------------------------------------
 
-    def _retire(self, child: Child | None = None, hung_up: bool = False) -> str:
+    def _retire(self, child: Child | None = None, hung_up: bool = False, describe: bool = True) -> str:
         """Kill the child (default: the current one), keep its output; say how it ended.
 
         ``hung_up``: the child closed the connection, so it is ending on its own; its
         status is read before the kill, which would otherwise be all it reports.
+        ``describe``: False when nobody asks how it ended, so nothing waits for its end.
         """
         child = child or self._child
         if child is None:
@@ -266,6 +290,10 @@ class ChildProcess:
         if child.sock.fileno() == -1:
             child.close_output()
             return "it had already ended"
+        if not describe:
+            child.kill()
+            self._collect_output(child)
+            return "ended by the grader"
         try:
             status = self._zygote.exit_status(child.pid) if hung_up else None
             child.kill()  # the whole group, whatever the child left running
@@ -317,11 +345,21 @@ class _Loading:
 
     def __init__(self, process: ChildProcess, child: Child):
         self.process, self.child = process, child
+        child.output_from = -1
         self.started = time.monotonic()  # then, once the child has started, that time
         self.running: int | None = None  # the cell that has started and not yet ended
         # Which limit the current wait ends at: "start", "cell", "load" or "budget".
         self.bound = "start"
         self._last_started = -1
+        self._sent = False
+
+    def send_program(self) -> None:
+        """Send the child the program (once), with the cells it must skip."""
+        if not self._sent:
+            process = self.process
+            protocol.send(self.child.sock, {"program": process.program.to_dict(), "skip": sorted(process._skip)},
+                          deadline=self.started + STARTUP_TIMEOUT_S)
+            self._sent = True
 
     def follow(self) -> None:
         """Wait for the child to start, then read its events until it is ready; raises Deadline,

@@ -116,17 +116,25 @@ class StudentSession:
         request, so every object the block builds calls them. That child ends with the block."""
         self._process.close()
         previous, self._stand_ins = self._stand_ins, (source, tuple(names))
+        self._process.preload()
         try:
             yield
         finally:
             self._stand_ins = previous
             self._process.close()
+            self._process.preload()
 
     def end_test(self) -> None:
         """A test is over: end the child if it holds answers (see :meth:`define`)."""
         if self._answers_in == self._process.generation:
             self._process.close()
+            self._process.preload()
         self._answers_in = None
+
+    def preload(self) -> None:
+        """Have the student's process start loading the program now, while the suite gets
+        ready: the first request then waits only for what is left of the loading."""
+        self._process.preload()
 
     @contextmanager
     def watching(self, ops: set[str]) -> Iterator[list[str]]:

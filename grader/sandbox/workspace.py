@@ -21,7 +21,7 @@ from pathlib import Path
 from grader.sandbox.cgroups import SubmissionCgroup
 from grader.sandbox.isolation import Isolation
 from grader.sandbox.limits import Limits
-from grader.sandbox.zygote import ZygoteConfig, ZygoteServer, ZygoteUnavailable
+from grader.sandbox.zygote import Zygote, ZygoteConfig, ZygoteServer, ZygoteUnavailable
 
 _serial = itertools.count()
 _PREFIX = "submission-"  # then the grader's pid: what a killed grader left can be told
@@ -32,9 +32,12 @@ class Workspace:
     control: socket.socket  # to the submission zygote; the suite process's, once forked
     scratch_root: Path  # the children's scratch folders are made in here
     cgroup: SubmissionCgroup | None
+    config: ZygoteConfig  # sent to the submission zygote, which starts while the suite process is forked
 
     @classmethod
-    def open(cls, isolation: Isolation, limits: Limits, preload: tuple[str, ...]) -> Workspace:
+    def open(cls, isolation: Isolation, limits: Limits, preload: tuple[str, ...], device: str,
+             hidden_paths: tuple[str, ...]) -> Workspace:
+        """``hidden_paths``: what the student's children must not read (the reference)."""
         _remove_what_dead_graders_left()
         scratch_root = Path(tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-"))
         cgroup = None
@@ -46,17 +49,19 @@ class Workspace:
                 control = ZygoteServer.shared().connect(preload)
             except ZygoteUnavailable:  # it died since it was last used: shared() starts another
                 control = ZygoteServer.shared().connect(preload)
-            return cls(control, scratch_root, cgroup)
+            config = ZygoteConfig(limits, device, str(scratch_root), hidden_paths, isolation,
+                                  tuple(map(str, cgroup.directories)) if cgroup else ())
+            try:
+                Zygote.configure(control, config)
+            except BaseException:
+                control.close()
+                raise
+            return cls(control, scratch_root, cgroup, config)
         except BaseException:
             if cgroup is not None:
                 cgroup.remove()
             shutil.rmtree(scratch_root, ignore_errors=True)
             raise
-
-    def zygote_config(self, limits: Limits, device: str, hidden_paths: tuple[str, ...],
-                      isolation: Isolation) -> ZygoteConfig:
-        return ZygoteConfig(limits, device, str(self.scratch_root), hidden_paths, isolation,
-                            tuple(map(str, self.cgroup.directories)) if self.cgroup else ())
 
     def detach(self) -> None:
         """In the grader, once the suite process is forked: only that process talks to the

@@ -187,13 +187,22 @@ class Zygote:
         self.pid = pid
         self._cgroup = cgroup
 
+    @staticmethod
+    def configure(control: socket.socket, config: ZygoteConfig) -> None:
+        """Send its configuration to the submission zygote at the other end of ``control`` (from
+        :meth:`ZygoteServer.connect`), without waiting: it forks and joins its cgroup while the
+        grader goes on, and :meth:`open` takes its answer."""
+        try:
+            control.sendall(config.to_json().encode())
+        except OSError as exc:
+            raise ZygoteUnavailable(f"the zygote server did not answer ({type(exc).__name__}: {exc})") from None
+
     @classmethod
     def open(cls, control: socket.socket, config: ZygoteConfig) -> Zygote:
-        """Configure the submission zygote at the other end of ``control`` (from
-        :meth:`ZygoteServer.connect`); waits while the server starts."""
+        """The submission zygote :meth:`configure` set up, once it answers; waits while the
+        server starts."""
         try:
             control.settimeout(START_TIMEOUT_S)
-            control.sendall(config.to_json().encode())
             reply = json.loads(control.recv(4096) or b"{}")
         except (OSError, ValueError) as exc:
             raise ZygoteUnavailable(f"the zygote server did not answer ({type(exc).__name__}: {exc})") from None
@@ -400,6 +409,14 @@ class _SubmissionZygote:
 
     def _wait_for(self, pid: int, wait_s: float = 1.0) -> int | None:
         deadline = time.monotonic() + wait_s
+        if pid in self._children:
+            with contextlib.suppress(OSError):  # readable when it ends (Linux 5.3); else polled below
+                pidfd = os.pidfd_open(pid)
+                try:
+                    select.select([pidfd], [], [], wait_s)
+                finally:
+                    os.close(pidfd)
+        self._reap()
         while pid not in self._statuses and time.monotonic() < deadline:
             self._reap()
             time.sleep(0.005)
