@@ -230,6 +230,8 @@ class StudentSession:
                       kwargs=encoder.encode({k: _unwrap(v) for k, v in kwargs.items()}))
         for key, value in (extra or {}).items():
             header[key] = encoder.encode(value)
+        if encoder.meta:  # the grader's stand-in for a GPU: the call runs where a GPU's checks hold
+            header["meta"] = True
         if self._watch:
             header["record"] = True
         # The classes the grader built the objects it hands over as (not what the child says they are).
