@@ -122,6 +122,8 @@ class CollectedSuite:
         if self.error is None and (self._session.testsfailed or not self._grading.outcomes):
             self.error = (f"the hidden suite in {suite.name} failed to collect: "
                           f"{self._session.testsfailed} error(s), {len(self._grading.outcomes)} test(s)")
+        for item in self._session.items:  # cached here, where every suite process forked from finds it
+            item.location  # noqa: B018
 
     @property
     def tests(self) -> list[TestOutcome]:
