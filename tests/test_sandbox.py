@@ -31,6 +31,7 @@ from grader.sandbox.limits import Limits
 from grader.sandbox.session import StudentSession
 from grader.sandbox.workspace import Workspace
 from grader.sandbox.zygote import SERVER_ENV, Zygote, ZygoteServer
+from grader.suite.fixtures import SEED_HELPER
 from tests import conftest
 from tests.conftest import alive, descendants
 
@@ -132,6 +133,16 @@ def test_closing_ends_a_child_that_is_still_loading(session_for):
     while any(alive(pid) for pid in started) and time.monotonic() < deadline:
         time.sleep(0.01)
     assert not any(alive(pid) for pid in started)
+
+
+def test_the_seed_helper_makes_the_students_dropout_repeat(session_for):
+    session = session_for("import torch\ndef drop():\n    return torch.nn.functional.dropout(torch.ones(64), 0.5)\n")
+    seed = session.define("seed", SEED_HELPER)
+    seed.method("seed", 3)
+    first = session.call("drop")
+    assert not torch.equal(session.call("drop"), first)  # unseeded, the units dropped differ
+    seed.method("seed", 3)
+    assert torch.equal(session.call("drop"), first)
 
 
 def test_sleeping_call_times_out_and_a_fresh_child_serves_the_next(session_for):
