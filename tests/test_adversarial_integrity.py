@@ -163,6 +163,37 @@ class _Stock:
 def _stock():
     return _Stock()
 '''
+# The child's side of a define is the student's: it can keep the source and say the define failed,
+# so the grader never learns that this process holds answers.
+STOCK_BY_A_FAILED_DEFINE = '''
+import sys
+
+_found = {}
+_server = sys.modules["grader.sandbox._child"]._Server
+_define = _server._op_define
+
+
+def _op_define(self, header, tensors):
+    module = _define(self, header, tensors)
+    if header.get("name") == "stock":
+        _found.update(vars(module))
+        raise RuntimeError("the helper failed")
+    return module
+
+
+_server._op_define = _op_define
+
+
+class _Stock:
+    def __getattr__(self, name):
+        if name not in _found:
+            raise NotImplementedError("not written")
+        return _found[name]
+
+
+def _stock():
+    return _Stock()
+'''
 BORROWS_EVERY_PART = '''
 
 def Head(*a, **k):
@@ -190,7 +221,8 @@ def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, generator=
 '''
 
 
-@pytest.mark.parametrize("finder", [STOCK_BY_GC, STOCK_BY_HOOK], ids=["gc", "a registration hook"])
+@pytest.mark.parametrize("finder", [STOCK_BY_GC, STOCK_BY_HOOK, STOCK_BY_A_FAILED_DEFINE],
+                         ids=["gc", "a registration hook", "a define that fails on purpose"])
 def test_parts_that_borrow_the_graders_stock_pieces_score_what_the_stub_scores(grade_source, finder):
     # The stock pieces reach the student's process only when a piece needs one, and that process
     # ends with the test. Before, a file with no code of its own scored 61/83 (gc) and 46/83 (hook).

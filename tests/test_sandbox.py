@@ -18,7 +18,7 @@ import torch
 import reference
 import reference.multihead
 from grader.core.ingest import Cell, Program
-from grader.sandbox import cgroups, isolation, landlock, namespaces
+from grader.sandbox import cgroups, child_process, isolation, landlock, namespaces
 from grader.sandbox.errors import (
     SOURCE_LINE_CHARS,
     StudentCrashed,
@@ -102,15 +102,33 @@ def test_undefined_name_is_not_found(session_for):
         session_for("x = 1\n").call("split_heads")
 
 
-def test_a_preloaded_child_serves_the_first_request_and_the_wait_before_it_is_not_the_students(session_for):
+def test_a_preloaded_child_runs_no_student_code_before_it_is_asked_and_the_wait_is_not_the_students(session_for):
     # A budget shorter than the suite's own wait before its first request: that wait is the grader's.
     session = session_for("import time\nloaded_at = time.monotonic()\ndef loaded():\n    return loaded_at\n",
                           kind="module", limits=replace(LIMITS, student_time_s=3.0))
     session.preload()
     time.sleep(3.5)  # the suite getting its first test ready
     asked_at = time.monotonic()
-    assert session.call("loaded") < asked_at  # the program ran before anything was asked of it
+    assert session.call("loaded") >= asked_at  # the program ran once asked, not while nobody watched
     assert session.call("loaded") == session.call("loaded")  # one child served every request
+
+
+def test_a_top_level_gets_its_cell_limit_however_long_the_grader_takes_to_ask(session_for):
+    # The grader's own work before its first request (reading a slow source, say) buys no time.
+    busy = "import time\nstart = time.monotonic()\nwhile time.monotonic() - start < 3:\n    pass\n"
+    session = session_for(busy, "def fast():\n    return 1\n", limits=replace(HANGS, load_timeout_s=30.0))
+    session.preload()
+    time.sleep(4)
+    assert session.call("fast") == 1
+    assert any("cell 1" in note and "skipped" in note for note in session.notes), session.notes
+
+
+def test_a_preloaded_child_has_its_whole_start_up_time_from_when_it_is_asked(session_for, monkeypatch):
+    monkeypatch.setattr(child_process, "STARTUP_TIMEOUT_S", 1.0)
+    session = session_for("def fast():\n    return 1\n")
+    session.preload()
+    time.sleep(1.5)  # past the start-up limit, counted from the spawn
+    assert session.call("fast") == 1
 
 
 def test_a_cell_that_hangs_in_a_preloaded_child_is_skipped_as_in_any_other(session_for):

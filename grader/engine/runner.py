@@ -68,9 +68,10 @@ def run_suite(assignment: Assignment, suite: CollectedSuite, program: Program | 
         reference = importlib.import_module(assignment.reference_module) if assignment.reference_module else None
         session = StudentSession(zygote, program, limits, reference)
         session.preload()
-        source_flags = program_flags(program)  # here, not in the grader: in parallel, while the child loads
         torch.set_num_threads(1)
-        tests = suite.run(session, device, _stand_ins(assignment), trusted_bounds.apply(limits, device))
+        budget = trusted_bounds.apply(limits, device)  # from here on, the student's source and values are read
+        source_flags = program_flags(program)  # here, not in the grader: in parallel, while the child starts
+        tests = suite.run(session, device, _stand_ins(assignment), budget)
         session.close()  # a child's output is collected when it ends
         flags = (*source_flags, *session.flags)
         return SuiteResult(tuple(tests), tuple(session.notes), session.output(), flags)

@@ -83,22 +83,16 @@ class ChildProcess:
         self._live_child()
 
     def preload(self) -> None:
-        """Start a fresh child on the program now, without waiting for it: it confines itself
-        and runs the cells while the suite prepares its next test, and the next request
-        follows its loading from there (its limits count from then, never from before). A
-        child that fails this early is started again by that request, which says why."""
+        """Start a fresh child now, without waiting for it: it confines itself (the sandbox, on
+        a GPU its CUDA context: the grader's time) while the suite prepares its next request.
+        The program reaches it with that request, so none of the student's code runs before
+        the grader follows it, under the limits of any load."""
         if self._child is not None or self._preloading is not None or self._load_failed or self._time_left <= 0:
             return
         try:
-            loading = _Loading(self, self._zygote.spawn())
+            self._preloading = _Loading(self, self._zygote.spawn())
         except ZygoteGone:
-            return
-        try:
-            loading.send_program()
-        except (Deadline, PeerClosed, OSError):
-            self._retire(loading.child, describe=False)
-            return
-        self._preloading = loading
+            pass  # the next request's start says so
 
     def exchange(self, header: dict, tensors: dict[str, torch.Tensor], label: str,
                  limit: CallLimit | None = None, meta: bool = False) -> tuple[dict, Any]:
@@ -229,9 +223,11 @@ class ChildProcess:
             self._deadline(0, time.monotonic())  # raises once the submission's time is used up
             loading, self._preloading = self._preloading, None
             loading = loading or _Loading(self, self._zygote.spawn())
+            loading.started = time.monotonic()  # a preloaded child's time before now is the grader's
             child = loading.child
             try:
-                loading.send_program()
+                protocol.send(child.sock, {"program": self.program.to_dict(), "skip": sorted(self._skip)},
+                              deadline=loading.started + STARTUP_TIMEOUT_S)
                 loading.follow()
                 self._printed_through = len(self.program.cells)
                 return child
@@ -351,15 +347,6 @@ class _Loading:
         # Which limit the current wait ends at: "start", "cell", "load" or "budget".
         self.bound = "start"
         self._last_started = -1
-        self._sent = False
-
-    def send_program(self) -> None:
-        """Send the child the program (once), with the cells it must skip."""
-        if not self._sent:
-            process = self.process
-            protocol.send(self.child.sock, {"program": process.program.to_dict(), "skip": sorted(process._skip)},
-                          deadline=self.started + STARTUP_TIMEOUT_S)
-            self._sent = True
 
     def follow(self) -> None:
         """Wait for the child to start, then read its events until it is ready; raises Deadline,

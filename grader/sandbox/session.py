@@ -104,10 +104,11 @@ class StudentSession:
         returns its module, whose functions and classes build objects there. ``answers``: the
         code computes what a part asks for (a stock piece), so the child that received it ends
         with the test (:meth:`end_test`): no later test finds it there to pass off as its own."""
-        module = self._request({"op": "define", "name": name, "source": source}, f"grader helper {name}", (), {})
-        if answers:
-            self._answers_in = self._process.generation
-        return module
+        try:
+            return self._request({"op": "define", "name": name, "source": source}, f"grader helper {name}", (), {})
+        finally:  # whatever the child answers: it may have kept the source and said it failed
+            if answers:
+                self._answers_in = self._process.generation
 
     @contextmanager
     def standing_in(self, source: str, names: Sequence[str]) -> Iterator[None]:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 import re
 from dataclasses import dataclass
 from enum import Enum
@@ -166,17 +167,18 @@ def is_torch_object(path: str) -> bool:
     return (path == "torch" or path.startswith("torch.")) and not path.startswith(_SETTINGS)
 
 
-def _path_kinds(path: str) -> list[str]:
+@functools.lru_cache(maxsize=4096)  # a name imported under many aliases is read with each of them at every use
+def _path_kinds(path: str) -> tuple[str, ...]:
     """The kinds ``path`` (a dotted name, imports resolved) is one of."""
     if path in STUDENT_FACING:
-        return []
+        return ()
     kinds = [kind for pattern, kind in PATHS.items()
              if (path.startswith(pattern[:-1]) if pattern.endswith("*")
                  else path == pattern or path.startswith(pattern + "."))]
     parts = path.split(".")
     if parts[0] == "torch" and any(_PRIVATE.match(part) for part in parts[1:]):
         kinds.append(TORCH_INTERNALS)
-    return kinds
+    return tuple(kinds)
 
 
 def _used_kinds(source: ParsedSource, node: ast.AST, path: str) -> list[str]:
