@@ -139,6 +139,19 @@ def _stock():
             return obj
     raise NotImplementedError("not written")
 '''
+# What the finders below kept, looked up when a part needs it.
+FROM_FOUND = '''
+
+class _Stock:
+    def __getattr__(self, name):
+        if name not in _found:
+            raise NotImplementedError("not written")
+        return _found[name]
+
+
+def _stock():
+    return _Stock()
+'''
 STOCK_BY_HOOK = '''
 import torch.nn as nn
 
@@ -151,18 +164,7 @@ def _note(module, name, submodule):
 
 
 nn.modules.module.register_module_module_registration_hook(_note)
-
-
-class _Stock:
-    def __getattr__(self, name):
-        if name not in _found:
-            raise NotImplementedError("not written")
-        return _found[name]
-
-
-def _stock():
-    return _Stock()
-'''
+''' + FROM_FOUND
 # The child's side of a define is the student's: it can keep the source and say the define failed,
 # so the grader never learns that this process holds answers.
 STOCK_BY_A_FAILED_DEFINE = '''
@@ -182,18 +184,7 @@ def _op_define(self, header, tensors):
 
 
 _server._op_define = _op_define
-
-
-class _Stock:
-    def __getattr__(self, name):
-        if name not in _found:
-            raise NotImplementedError("not written")
-        return _found[name]
-
-
-def _stock():
-    return _Stock()
-'''
+''' + FROM_FOUND
 BORROWS_EVERY_PART = '''
 
 def Head(*a, **k):
