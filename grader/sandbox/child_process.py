@@ -75,7 +75,7 @@ class ChildProcess:
         self._printed_through = -1  # highest cell index whose output is already collected
         self._oom_kills = zygote.oom_kills()  # the submission's so far: one more means a child's was
         self.generation = 0  # counts children; objects are only valid in the one that made them
-        self._preloading: _Loading | None = None  # a child loading the program ahead of need, see preload()
+        self._preloading: _Loading | None = None  # a child started ahead of need, see preload()
 
     def start(self) -> None:
         """Have a live child: load the program into a fresh one when there is none (before

@@ -133,8 +133,8 @@ class StudentSession:
         self._answers_in = None
 
     def preload(self) -> None:
-        """Have the student's process start loading the program now, while the suite gets
-        ready: the first request then waits only for what is left of the loading."""
+        """Have the student's next process start now (its sandbox), while the suite gets ready:
+        the first request then skips that wait. No student code runs before that request."""
         self._process.preload()
 
     @contextmanager

@@ -195,7 +195,7 @@ class Zygote:
         try:
             control.sendall(config.to_json().encode())
         except OSError as exc:
-            raise ZygoteUnavailable(f"the zygote server did not answer ({type(exc).__name__}: {exc})") from None
+            raise ZygoteUnavailable(f"the zygote server is gone ({type(exc).__name__}: {exc})") from None
 
     @classmethod
     def open(cls, control: socket.socket, config: ZygoteConfig) -> Zygote:
