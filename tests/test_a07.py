@@ -168,6 +168,17 @@ def test_scaling_by_the_embedding_width_costs_points_in_head_only(grade_source):
     assert parts["Head"].hint == variants.SCALE_BY_INPUT_WIDTH
 
 
+def test_inverting_a_float_causal_buffer_costs_heads_forward_tests_and_the_training(grade_source):
+    # torch.tril(torch.ones(T, T)) is a float buffer: ~ on it raises in every forward of Head.
+    source = mutant(TUTORIAL, "wei = wei.masked_fill(self.tril[:T, :T] == 0, float('-inf'))",
+                    "wei = wei.masked_fill(~self.tril[:T, :T], float('-inf'))")
+    _, parts = graded(grade_source, source)
+    assert (parts["Head"].score, parts["Head"].max_score) == (2, 15)  # its buffer and its length check stand
+    assert parts["Head"].hint == "masks must be bool tensors (True = may attend); ~ works on bool, not on floats"
+    assert parts["end_to_end"].score == 0  # a GPT whose heads raise cannot train
+    assert all(p.score == p.max_score for name, p in parts.items() if name not in ("Head", "end_to_end"))
+
+
 def test_a_sequential_relu_mlp_costs_points_in_mlp_only(grade_source):
     # Block and GPT are graded with a stock MLP in its place: its names cannot hold the weights.
     source = mutant(TUTORIAL, """        self.fc = nn.Linear(d_model, 4 * d_model)

@@ -250,9 +250,9 @@ def test_describe_difference_of_scalars():
 # ---- expect_raises: argument checks across the boundary ----------------------------------------
 
 
-def raising(type_name: str, message: str = "bad"):
+def raising(type_name: str, message: str = "bad", stub: bool = False):
     def call():
-        raise StudentException("f()", type_name, message, "")
+        raise StudentException("f()", type_name, message, "", stub=stub)
     return call
 
 
@@ -280,8 +280,13 @@ def test_nothing_raised_fails():
 
 def test_an_unimplemented_stub_propagates_so_the_part_says_not_implemented():
     with pytest.raises(StudentException) as raised:
-        expect_raises(ValueError, "f(bad)", raising("NotImplementedError"))
-    assert raised.value.type_name == "NotImplementedError"
+        expect_raises(ValueError, "f(bad)", raising("NotImplementedError", stub=True))
+    assert raised.value.stub
+
+
+def test_a_not_implemented_error_of_torchs_is_the_wrong_exception_not_a_stub():
+    with pytest.raises(CheckFailed, match="expected ValueError, but your code raised NotImplementedError"):
+        expect_raises(ValueError, "f(bad)", raising("NotImplementedError", "\"lt_cpu\" not implemented for 'Bool'"))
 
 
 # ---- expect_computes_with: the names a module reports are the ones it uses ---------------------

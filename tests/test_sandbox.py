@@ -97,6 +97,32 @@ def test_traceback_lines_are_bounded_and_only_the_programs_own():
     assert shown[2:] == ['  File "mha.py", line 9, in g', '  File "other.py", line 1, in h']
 
 
+STUBS_AND_TORCHS_OWN = """import torch
+def stub(x):
+    raise NotImplementedError("split_heads: see the README")
+def todo():
+    raise NotImplementedError
+def via_a_helper(x):
+    return todo()
+def integers_into_softmax(x):
+    return torch.arange(4).softmax(-1)
+class NoForward(torch.nn.Module):
+    def foward(self, x):
+        return x
+def missing_forward(x):
+    return NoForward()(x)
+"""
+
+
+@pytest.mark.parametrize("name, stub", [("stub", True), ("via_a_helper", True), ("integers_into_softmax", False),
+                                        ("missing_forward", False)])
+def test_a_stub_is_a_not_implemented_error_the_code_raises_itself_not_one_torch_raises(session_for, name, stub):
+    session = session_for(STUBS_AND_TORCHS_OWN)
+    with pytest.raises(StudentException) as info:
+        session.call(name, torch.ones(2))
+    assert (info.value.type_name, info.value.stub) == ("NotImplementedError", stub)
+
+
 def test_undefined_name_is_not_found(session_for):
     with pytest.raises(StudentNotFound):
         session_for("x = 1\n").call("split_heads")

@@ -283,8 +283,17 @@ def test_parts_keep_contract_order_and_sum_points():
      "EncoderLayer uses your MultiHeadAttention, which is still a stub (from assignment 03: paste your solution here)"),
 ])
 def test_not_implemented_names_the_stub_that_raised(message, part, expected):
-    exc = StudentException(part, "NotImplementedError", message, "")
+    exc = StudentException(part, "NotImplementedError", message, "", stub=True)
     assert classify(exc, part).hint == expected
+
+
+def test_a_not_implemented_error_torch_raises_is_the_students_error_not_a_stub():
+    # torch has no kernel for integers: the code runs, on the wrong dtype.
+    exc = StudentException("Head.forward", "NotImplementedError",
+                           "\"softmax_lastdim_kernel_impl\" not implemented for 'Long'", "", stub=False)
+    verdict = classify(exc, "Head")
+    assert verdict.outcome == "error" and "not implemented for 'Long'" in verdict.message
+    assert verdict.hint.startswith("a tensor of integers (or bools) reaches an operation that needs floats")
 
 
 @pytest.mark.parametrize("exc, outcome", [

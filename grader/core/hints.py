@@ -75,8 +75,11 @@ _EXCEPTION_HINTS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"Expected all tensors to be on the same device|is not on the expected device", FIXED_DEVICE),
         (r"mat1 and mat2 shapes cannot be multiplied|shape '\[.*\]' is invalid for input",
          "the shapes going into a matmul or view are wrong; print them against the docstring"),
-        (r"bitwise_not.*not implemented for '(Float|Double|Half)'",
+        (r"bitwise_not.*not implemented for '(Float|Double|Half)'|~ \(operator.invert\) is only implemented on integer",
          "masks must be bool tensors (True = may attend); ~ works on bool, not on floats"),
+        (r"not implemented for '(Long|Int|Short|Char|Byte|Bool)'",
+         "a tensor of integers (or bools) reaches an operation that needs floats: torch.arange(T) and "
+         "torch.tensor([1, 2]) make integers; give them dtype=torch.float, or call .float()"),
         (r"Expected target size|Expected input batch_size .* to match target batch_size",
          "reshape logits to (B*T, V) and labels to (B*T,) before cross_entropy"),
         (r"batch[12] must be a 3D tensor",

@@ -45,7 +45,7 @@ def classify(exc: BaseException | None, part: str = "") -> Verdict:
         return Verdict(Outcome.FAILED, exc.message, exc.hint, tuple(exc.flags), mistake=exc.mistake)
     if isinstance(exc, StudentNotFound):
         return Verdict(Outcome.FAILED, str(exc), hints.NOT_FOUND)
-    if isinstance(exc, StudentException) and exc.type_name == "NotImplementedError":
+    if isinstance(exc, StudentException) and exc.stub:
         other = hints.another_parts_stub(exc.message, part)
         if other:
             return Verdict(Outcome.FAILED, f"{exc.target} raised NotImplementedError: {exc.message}", other)

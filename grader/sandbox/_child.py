@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import dis
 import fcntl
 import gc
 import io
@@ -253,7 +254,8 @@ def _run_cell(sock: socket.socket, index: int, source: str, label: str, namespac
 
 
 def describe_exception(exc: BaseException) -> dict:
-    """Type, message and the student's part of the traceback (not this runtime's frames)."""
+    """Type, message and the student's part of the traceback (not this runtime's frames), and
+    whether it is an unfinished part's stub (:func:`_raised_by_the_submission`)."""
     # Student code is compiled under labels ("mha.py", "cell 4"); library frames have paths.
     frames = [frame for frame in traceback.extract_tb(exc.__traceback__) if not os.path.isabs(frame.filename)]
     if isinstance(exc, SystemExit):
@@ -266,7 +268,25 @@ def describe_exception(exc: BaseException) -> dict:
         "traceback": "".join(traceback.format_list(frames[-_TRACEBACK_FRAMES:]))[:4000],
         "memory": isinstance(exc, MemoryError) or "can't allocate memory" in message
         or isinstance(exc, torch.OutOfMemoryError),
+        "stub": isinstance(exc, NotImplementedError) and _raised_by_the_submission(exc),
     }
+
+
+_RAISES = frozenset({dis.opmap["RAISE_VARARGS"], dis.opmap["RERAISE"]})
+
+
+def _raised_by_the_submission(exc: BaseException) -> bool:
+    """Whether a ``raise`` statement of the submission's own code raised ``exc`` (a stub's
+    NotImplementedError), not torch under a call of it (an operator with no kernel for a dtype,
+    "addmm_impl_cpu_" not implemented for 'Long'; nn.Module's missing forward)."""
+    tb = exc.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    code = tb.tb_frame.f_code
+    own = not os.path.isabs(code.co_filename) and not code.co_filename.startswith("<")  # not torch's, not a helper's
+    return own and 0 <= tb.tb_lasti < len(code.co_code) and code.co_code[tb.tb_lasti] in _RAISES
 
 
 class _Server:

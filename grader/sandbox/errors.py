@@ -25,11 +25,15 @@ class StudentError(Exception):
 
 
 class StudentException(StudentError):
-    """The student's code raised an exception."""
+    """The student's code raised an exception. ``stub``: a NotImplementedError that a ``raise``
+    of the submission's own code raised (an unfinished part), not torch (an operator with no
+    kernel for a dtype): as the student's process says, so it words a verdict, never scores one."""
 
-    def __init__(self, target: str, type_name: str, message: str, traceback: str, memory: bool = False):
+    def __init__(self, target: str, type_name: str, message: str, traceback: str, memory: bool = False,
+                 stub: bool = False):
         self.target, self.type_name, self.message, self.traceback = target, type_name, message, traceback
         self.memory = memory
+        self.stub = stub and type_name == "NotImplementedError"
         super().__init__(f"{target} raised {type_name}: {message}" if message else f"{target} raised {type_name}")
 
 

@@ -260,7 +260,7 @@ class StudentSession:
             raise StudentException(label, reported_type_name(reply.get("type")),
                                    f"{self._process.limits.describe_memory()} ({message})" if memory else message,
                                    with_source_lines(clean(str(reply.get("traceback", "")), TRACEBACK_CHARS),
-                                                     self.program), memory)
+                                                     self.program), memory, reply.get("stub") is True)
         raise StudentCrashed(f"{label}: the student process could not serve the request: "
                              f"{clean(str(reply.get('message', status)), MESSAGE_CHARS)}")
 

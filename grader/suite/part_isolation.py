@@ -158,7 +158,7 @@ def diagnosing(pieces: Sequence[Piece]) -> Iterator[None]:
     try:
         yield
     except StudentException as exc:
-        if exc.type_name == "NotImplementedError":
+        if exc.stub:
             raise
         note = raising_piece(pieces)
         if note is None:
@@ -288,7 +288,7 @@ def call_part(student: Student, name: str, *args: Any, **kwargs: Any) -> Any:
         return student.call(name, *args, **kwargs)
     except StudentException as exc:
         callee = hints.stub_owner(exc.message)
-        if exc.type_name != "NotImplementedError" or callee in (None, name):
+        if not exc.stub or callee in (None, name):
             raise
         raise CheckFailed(f"{name} calls {callee}, which is not implemented yet ({exc.message})",
                           hints.NOT_IMPLEMENTED) from None

@@ -43,7 +43,7 @@ def call_head(what: str, head, x: torch.Tensor):
     try:
         return head(x)
     except StudentException as exc:
-        if exc.type_name == "NotImplementedError" or x.size(1) == CONTEXT:
+        if exc.stub or x.size(1) == CONTEXT:
             raise
         try:
             head(torch.zeros(1, CONTEXT, D_MODEL, device=x.device))
