@@ -117,8 +117,8 @@ def test_make_input_is_served_to_a_suite_that_does_not_import_it(pytester, monke
 # ---- part isolation ----------------------------------------------------------------------
 
 
-def _student_raises(type_name: str, message: str = "boom") -> StudentException:
-    return StudentException("f", type_name, message, "")
+def _student_raises(type_name: str, message: str = "boom", stub: bool = False) -> StudentException:
+    return StudentException("f", type_name, message, "", stub=stub)
 
 
 def _raise(exc: Exception):
@@ -194,7 +194,9 @@ def test_diagnosing_names_a_piece_that_raises_by_itself():
     assert failure.value.hint == suite.PIECE_RAISES.format(piece="DecoderLayer (decoder_layers[0])",
                                                            where="the DecoderLayer part")
     with pytest.raises(StudentException), diagnosing([piece]):  # a stub is the plugin's to report
-        raise _student_raises("NotImplementedError")
+        raise _student_raises("NotImplementedError", stub=True)
+    with pytest.raises(CheckFailed), diagnosing([piece]):  # torch's own (no kernel for a dtype) is an error
+        raise _student_raises("NotImplementedError", "\"lt_cpu\" not implemented for 'Bool'")
 
 
 class _Piece:
@@ -272,10 +274,11 @@ class _Student:
 
 def test_call_part_names_the_unfinished_part_it_calls():
     with pytest.raises(CheckFailed) as failure:
-        call_part(_Student(_student_raises("NotImplementedError", "translation_loss: see README")), "train_step")
+        call_part(_Student(_student_raises("NotImplementedError", "translation_loss: see README", stub=True)),
+                  "train_step")
     assert failure.value.hint == hints.NOT_IMPLEMENTED and "train_step calls translation_loss" in failure.value.message
     with pytest.raises(StudentException):  # its own stub
-        call_part(_Student(_student_raises("NotImplementedError", "train_step: see README")), "train_step")
+        call_part(_Student(_student_raises("NotImplementedError", "train_step: see README", stub=True)), "train_step")
 
 
 def test_seed_reference_builds_the_reference_torch_manual_seed_builds():
