@@ -52,6 +52,16 @@ def test_what_the_submission_prints_is_in_the_report(grade_source):
     assert report.score == report.max_score
 
 
+def test_a_misspelled_forward_costs_every_test_that_calls_the_module_and_says_why(grade_source):
+    source = as_submission("multihead")
+    at = source.index("def forward(", source.index("class MultiHeadAttention"))
+    report = grade_source(source[:at] + "def foward(" + source[at + len("def forward("):])
+    mha = part(report, "MultiHeadAttention")
+    assert (mha.score, mha.max_score) == (2, 16)  # its parameters, and its ValueError for an indivisible d_model
+    assert mha.hint.startswith("the module has no forward method")
+    assert all(p.score == p.max_score for p in report.parts if p.id != "MultiHeadAttention")
+
+
 def test_a_wrong_forward_costs_the_value_tests_not_the_contract_parameters(grade_source):
     # The names check is followed by one that the module computes with them, never that it
     # computes the right thing: the value tests grade that, and a mistake costs points once.

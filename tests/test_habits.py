@@ -209,6 +209,18 @@ def test_a_parameter_named_as_a_tutorial_names_it_gets_the_contract_name():
     assert hint is not None and "name your parameters as the assignment's table does" in hint
 
 
+class _Misspelled(torch.nn.Module):
+    def foward(self, x, mask=None):
+        return x
+
+
+@pytest.mark.parametrize("call", [lambda: _Misspelled()(x3), lambda: _Misspelled()(x3, mask=None)],
+                         ids=["positional", "with the mask by name"])
+def test_a_module_without_forward_is_told_so_however_it_is_called(call):
+    hint = hints.hint_for_exception(*_raised(call))
+    assert hint is not None and hint.startswith("the module has no forward method")
+
+
 @pytest.mark.slow
 def test_d2l_masked_softmax_handed_a_bool_mask_is_named_and_its_lines_are_shown(grade_source):
     report = _graded(grade_source, "01", D2L_MASKED_SOFTMAX)

@@ -92,6 +92,9 @@ _EXCEPTION_HINTS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"^ValueError: (not enough|too many) values to unpack",
          "a shape unpacked into the wrong number of names (B, H, T, d_k = x.shape on a 3-D (B, T, d) tensor): "
          "unpack as many as the docstring's shape has, or index x.size(-1)"),
+        (r'missing the required "forward" function|_forward_unimplemented\(\)',
+         "the module has no forward method, so nn.Module has nothing to call: define def forward(self, ...) "
+         "inside the class, spelled so (a misspelled foward, or a forward indented outside the class?)"),
         (r"^TypeError: .*got an unexpected keyword argument",
          "the grader passes this argument by its name in the contract: name your parameters as the "
          "assignment's table does (a tutorial's valid_lens or attn_mask is the contract's mask)"),
