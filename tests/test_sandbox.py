@@ -745,6 +745,22 @@ def test_forked_helpers_stay_within_the_submissions_memory_limit_together(sessio
     assert session.call("ping") == "pong"  # the submission goes on, and so does the grader
 
 
+@pytest.mark.needs_layer("memory-cgroup")
+def test_a_child_closed_after_its_helpers_ran_out_of_memory_does_not_blame_the_next_childs_end(session_for):
+    limits = replace(LIMITS, memory_bytes=2 * 2**30)
+    session = session_for(FORKED_HELPERS + "\nimport signal\ndef leave():\n    os.kill(os.getpid(), signal.SIGKILL)\n",
+                          limits=limits)
+    try:
+        session.call("helpers", 6, 600 * 2**20)  # the kernel kills helpers (the largest) for the limit
+    except StudentCrashed:
+        pass
+    assert session_for.workspaces[-1].cgroup.oom_kills() > 0
+    session.close()  # as after a test with answers: nobody asks how that child ended
+    with pytest.raises(StudentCrashed) as crash:
+        session.call("leave")
+    assert "killed" in str(crash.value) and "memory" not in str(crash.value)
+
+
 BUSY = """
 import os, time
 

@@ -289,6 +289,7 @@ class ChildProcess:
         if not describe:
             child.kill()
             self._collect_output(child)
+            self._oom_kills = self._zygote.oom_kills()  # one of its processes' own, if any: not the next child's
             return "ended by the grader"
         try:
             status = self._zygote.exit_status(child.pid) if hung_up else None
