@@ -95,14 +95,14 @@ class ChildProcess:
             pass  # the next request's start says so
 
     def exchange(self, header: dict, tensors: dict[str, torch.Tensor], label: str,
-                 limit: CallLimit | None = None, meta: bool = False) -> tuple[dict, Any]:
+                 limit: CallLimit | None = None) -> tuple[dict, Any]:
         """Send one request to the live child and wait for its reply, within the call's time
         limit (``limit``, by default ``limits.call_timeout_s``) and what is left of the
         submission's. Returns the reply, with ``operators``: those the child reported as they
         ran (a request that asks to ``record``), and, when its status is OK, its decoded value.
         A child that runs past the deadline, hangs up or sends no valid reply is retired:
-        :class:`StudentTimeout` or :class:`StudentCrashed`. ``meta``: the request sent meta
-        tensors, so the reply may hold some (see :func:`protocol.decode`)."""
+        :class:`StudentTimeout` or :class:`StudentCrashed`. A request whose header says ``meta``
+        sent meta tensors or the meta device, so the reply may hold some (see :func:`protocol.decode`)."""
         child = self._live_child()
         limit = limit or CallLimit(self.limits.call_timeout_s)
         timeout_s, final, reason = limit.first_s, limit.final, None
@@ -129,8 +129,9 @@ class ChildProcess:
                 operators.setdefault(_reported_operator(message[0], header.get("record") is True, events), None)
                 events += 1
             reply, reply_tensors = message
-            value = protocol.decode(reply.get("value"), reply_tensors, meta=meta) if reply.get("status") == Status.OK \
-                else None
+            value = None
+            if reply.get("status") == Status.OK:
+                value = protocol.decode(reply.get("value"), reply_tensors, meta=header.get("meta") is True)
             return dict(reply, operators=list(operators)), value
         except Deadline as exc:
             self._retire()
@@ -157,6 +158,11 @@ class ChildProcess:
         if self._output_truncated:
             text += f"\n[output truncated after {format_bytes(self.limits.output_bytes)}]"
         return text
+
+    def renew(self) -> None:
+        """End the live child and start its successor now (see :meth:`preload`)."""
+        self.close()
+        self.preload()
 
     def close(self) -> None:
         """End the live child (and one loading ahead), keeping what it printed. Nothing asks

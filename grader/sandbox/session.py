@@ -115,21 +115,18 @@ class StudentSession:
         """Within the block, the submission's ``names`` are the definitions of that name in
         ``source`` (grader-owned stock parts, answers): in a fresh child, before its first
         request, so every object the block builds calls them. That child ends with the block."""
-        self._process.close()
         previous, self._stand_ins = self._stand_ins, (source, tuple(names))
-        self._process.preload()
+        self._process.renew()
         try:
             yield
         finally:
             self._stand_ins = previous
-            self._process.close()
-            self._process.preload()
+            self._process.renew()
 
     def end_test(self) -> None:
         """A test is over: end the child if it holds answers (see :meth:`define`)."""
         if self._answers_in == self._process.generation:
-            self._process.close()
-            self._process.preload()
+            self._process.renew()
         self._answers_in = None
 
     def preload(self) -> None:
@@ -241,7 +238,7 @@ class StudentSession:
                                  elements=sum(t.numel() for t in encoder.tensors.values()), objects=objects,
                                  job=self._like is not None)
         try:
-            reply, value = self._process.exchange(header, encoder.tensors, label, limit, meta=encoder.meta)
+            reply, value = self._process.exchange(header, encoder.tensors, label, limit)
         except StudentTimeout:
             self._hung.timed_out(label, objects)
             raise
