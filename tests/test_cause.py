@@ -146,10 +146,10 @@ SCALED_SCORES = ("return query @ keys.transpose(-2, -1)", "return query @ keys.t
                  [v01.SCALE_D_K, "softmax also fails its own tests"],
                  ["fix scaled_dot_product_attention first (it fails its own tests)", v01.SCALE_D_K], id="softmax float32"),
     # A correct sdpa over an attention_scores that scales: attention_scores is the cause, and the
-    # only part that pays.
+    # only part that pays. SelfAttention is told so too, not to fix the sdpa that has full marks.
     pytest.param([SCALED_SCORES], {"attention_scores": 2, "scaled_dot_product_attention": 13, "SelfAttention": 9},
                  ["fix attention_scores first (it fails its own tests)", v01.SCALE_D_K],
-                 ["fix scaled_dot_product_attention first (it fails its own tests)", v01.SCALE_D_K],
+                 ["fix attention_scores first (it fails its own tests)", v01.SCALE_D_K],
                  id="attention_scores the cause"),
 ])
 def test_01_names_a_used_part_as_the_cause_only_where_it_is(grade_source, edits, scores, sdpa_hints, self_attention):
@@ -206,6 +206,21 @@ def test_07_a_multihead_that_projects_twice_leads_with_its_own_mistake_over_a_wr
     # Its own mistake, named (before: "wrong in this part itself"), then the Head that also fails.
     assert multihead.hints[0] == v07.PROJECTED_TWICE + "; " + PIECES_DIFFER.format(
         pieces=describe_piece("Head", ["heads[0]", "heads[1]"], "the Head part"))
+
+
+def test_07_a_head_that_raises_is_named_by_every_part_above_it_which_keep_their_points(grade_source):
+    # MultiHead, Block and GPT fail only through the Head (each passes with the stock part it
+    # uses): Head pays, they keep full marks, and each is told to fix Head, where the mistake is.
+    # Before: Block said to fix MultiHead, GPT to fix Block, end_to_end to fix GPT, all full marks.
+    report = grade_source(edited("07", ("        _, length, _ = x.shape\n", "        raise RuntimeError('todo')\n")),
+                          assignment=ROOT / "assignments" / "07")
+    scores = {p.id: (p.score, p.max_score) for p in report.parts}
+    assert scores == {"Head": (1, 15), "MultiHead": (11, 11), "MLP": (9, 9), "Block": (10, 10), "GPT": (15, 15),
+                      "generate": (20, 20), "end_to_end": (0, 5)}
+    assert part(report, "MultiHead").hint.startswith("your Head (heads[0]) raises an exception")
+    for user in ("Block", "GPT", "end_to_end"):
+        assert part(report, user).hints == ["fix Head first (it fails its own tests)"], user
+    assert [part(report, p).scored_by.charged_to for p in ("MultiHead", "Block", "GPT")] == [["Head"]] * 3
 
 
 # ---- the stock parts of a rerun bring no answer of the part under test ------------------------

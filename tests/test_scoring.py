@@ -111,6 +111,44 @@ def test_two_failing_used_parts_are_named_together():
     assert parts[2].hints == ["mask inverted", "split_heads, combine_heads also fail their own tests"]
 
 
+# 07's chain: Head <- MultiHead <- Block <- GPT <- end_to_end (which has nothing of its own to write).
+CHAIN_07 = ("Head", "MultiHead", "MLP", "Block", "GPT", "end_to_end")
+USES_07 = {"MultiHead": ("Head",), "Block": ("MultiHead", "MLP"), "GPT": ("Block",), "end_to_end": ("GPT",)}
+RAISES = "your Head (heads[0]) raises an exception on these inputs: fix it first (the Head part)"
+BLOCK_RAISES = "your MultiHead (attn) raises an exception on these inputs: fix it first (the MultiHead part)"
+
+
+def test_a_used_part_that_fails_only_through_its_own_used_part_passes_the_blame_on():
+    # A Head that raises: MultiHead, Block and GPT fail only through it (each passes with the
+    # stock part it uses) and keep their points. Before: Block said "fix MultiHead first",
+    # GPT "fix Block first", end_to_end "fix GPT first", though those score full marks.
+    tests = [("Head", result("error", None, 14)), ("Head", result("passed", None, 1)),
+             ("MultiHead", result("failed", RAISES, 11, stock=True)), ("MLP", result("passed", None, 9)),
+             ("Block", result("failed", BLOCK_RAISES, 10, stock=True)),
+             ("GPT", result("failed", "your Block (blocks[0]) raises an exception", 15, stock=True)),
+             ("end_to_end", result("failed", None, 5, stock=True))]
+    parts = {p.id: p for p in score_parts(CHAIN_07, tests, USES_07, nothing_to_write=("end_to_end",))}
+    assert [parts[p].score for p in CHAIN_07] == [1, 11, 9, 10, 15, 0]
+    assert parts["MultiHead"].hints == [RAISES]  # its own test named Head already
+    for user in ("Block", "GPT", "end_to_end"):
+        # The hint naming the part in between as the one to fix is dropped, not shown second.
+        assert parts[user].hints == [fix_first(["Head"])], user
+    assert [parts[p].scored_by.charged_to for p in ("MultiHead", "Block", "GPT")] == [["Head"]] * 3
+    assert describe_scoring(parts["Block"].scored_by) == "tests that fail only through Head are charged there (the tests alone: 0)"
+
+
+def test_a_used_part_with_a_mistake_of_its_own_is_still_the_one_to_fix_first():
+    # MultiHead fails by itself (its test fails with stock heads too) as well as through Head:
+    # Block is told to fix MultiHead, where its failure can be mended.
+    tests = [("Head", result("failed", "scores not scaled", 7)),
+             ("MultiHead", result("failed", "projected twice", 6, stock=False)),
+             ("MultiHead", result("failed", None, 5, stock=True)), ("MLP", result("passed", None, 9)),
+             ("Block", result("failed", None, 10, stock=True))]
+    parts = {p.id: p for p in score_parts(CHAIN_07[:4], tests, USES_07)}
+    assert parts["Block"].hints == [fix_first(["MultiHead"])] and parts["Block"].scored_by.charged_to == ["MultiHead"]
+    assert parts["Block"].score == 10
+
+
 MHA_USES = {"MultiHeadAttention": ("split_heads", "combine_heads")}
 PARTS_03 = ("split_heads", "combine_heads", "MultiHeadAttention")
 EDGE_CASE = [("split_heads", result("passed", None, 6)), ("split_heads", result("failed", None, 1)),

@@ -20,7 +20,10 @@ one-point names mismatch does not hide an inverted mask that fails seven. When a
 and a part it uses fails its own tests, that part is named as the cause ("fix X first") only
 where the evidence says so: every failing test passed once the grader's stock parts stood in
 for the parts it uses (``TestResult.passes_with_stock``). Otherwise the part's own mistake
-leads, and the used part that fails comes second ("X also fails its own tests").
+leads, and the used part that fails comes second ("X also fails its own tests"). X is where the
+mistake is made: a used part that fails only through the parts it uses in turn (a GPT whose
+Blocks fail only through a Head that raises) passes the blame on to them, in the hint and in
+``ScoredBy.charged_to``.
 """
 
 from __future__ import annotations
@@ -50,9 +53,11 @@ def score_parts(part_ids: tuple[str, ...], tests: list[tuple[str, TestResult]],
     parts = []
     failing = {part for part, result in tests if result.outcome != Outcome.PASSED}
     unwritten = {part for part in failing if _unwritten([result for p, result in tests if p == part])}
+    results_of = {part_id: [result for part, result in tests if part == part_id] for part_id in part_ids}
+    failing_used = {part_id: [used for used in (uses or {}).get(part_id, ()) if used in failing] for part_id in part_ids}
     for part_id in part_ids:
-        results = [result for part, result in tests if part == part_id]
-        culprits = [used for used in (uses or {}).get(part_id, ()) if used in failing]
+        results = results_of[part_id]
+        culprits = failing_used[part_id]
         charges = culprits and part_id not in nothing_to_write and not unwritten & set(culprits)
         elsewhere = [result for result in results if charges and _fails_through_used_parts(result)]
         max_score = sum(result.max_score for result in results)
@@ -62,7 +67,8 @@ def score_parts(part_ids: tuple[str, ...], tests: list[tuple[str, TestResult]],
         scored_by = by_rubric([result for result in results if id(result) not in charged_elsewhere], max_score,
                               own_score, deductions or {})
         if scored_by or elsewhere:  # what the tests alone gave, and where the rest is charged
-            scored_by = replace(scored_by or ScoredBy(), tests_score=tests_score, charged_to=culprits if elsewhere else [])
+            causes = _causes(culprits, failing_used, results_of) if elsewhere else []
+            scored_by = replace(scored_by or ScoredBy(), tests_score=tests_score, charged_to=causes)
         parts.append(PartResult(
             id=part_id,
             score=own_score if scored_by is None or scored_by.rule == Rule.TESTS else rubric_score(max_score, scored_by),
@@ -73,9 +79,10 @@ def score_parts(part_ids: tuple[str, ...], tests: list[tuple[str, TestResult]],
             scored_by=scored_by or ScoredBy(),
         ))
     for part in parts:
-        culprits = [used for used in (uses or {}).get(part.id, ()) if used in failing]
+        culprits = _causes(failing_used[part.id], failing_used, results_of)
         if part.id in failing and culprits and _may_be_caused_by(part.hints, culprits):
-            part.hints = _hints_with_culprits(part, culprits)
+            passed_on = [used for used in failing_used[part.id] if used not in culprits]
+            part.hints = _hints_with_culprits(part, culprits, passed_on)
         part.hint = part.hints[0] if part.hints else None
     return parts
 
@@ -148,14 +155,35 @@ def wrong_by_itself(part: str, parts: Sequence[str]) -> str:
     return f"{part} is wrong by itself: its tests fail with correct {', '.join(parts)} too"
 
 
-def _hints_with_culprits(part: PartResult, culprits: Sequence[str]) -> list[str]:
+def _causes(used: Sequence[str], failing_used: Mapping[str, Sequence[str]],
+            results_of: Mapping[str, list[TestResult]]) -> list[str]:
+    """Where the mistakes are made that the failing parts ``used`` pass on: each of them that
+    fails by itself, and for one that fails only through the parts it uses in turn (every
+    failing test of it passed with stock parts), those parts' causes."""
+    causes: list[str] = []
+    pending, seen = list(used), set()
+    while pending:
+        part = pending.pop(0)
+        if part in seen:
+            continue
+        seen.add(part)
+        failures = [result for result in results_of.get(part, []) if result.outcome != Outcome.PASSED]
+        if failing_used.get(part) and all(_fails_through_used_parts(result) for result in failures):
+            pending = [*failing_used[part], *pending]
+        else:
+            causes.append(part)
+    return causes
+
+
+def _hints_with_culprits(part: PartResult, culprits: Sequence[str], passed_on: Sequence[str] = ()) -> list[str]:
     """``part``'s hints where parts it uses fail: "fix X first" leads only when every failing
     test passed with the stock parts standing in; else its own mistake (from the tests that fail
-    with them too) leads, and "X also fails" follows."""
+    with them too) leads, and "X also fails" follows. ``passed_on``: used parts that fail only
+    through ``culprits``, which a hint naming them as the one to fix first would wrongly blame."""
     failing = [result for result in part.tests if result.outcome != Outcome.PASSED]
     own = [result for result in failing if result.passes_with_stock is not True]
     if not own:
-        return [fix_first(culprits), *part.hints][:MAX_HINTS]
+        return [fix_first(culprits), *(hint for hint in part.hints if not _names_your(hint, passed_on))][:MAX_HINTS]
     own_hints = part_hints(own)
     return [own_hints[0] if own_hints else wrong_by_itself(part.id, culprits), also_fails(culprits)]
 
@@ -174,5 +202,9 @@ def _may_be_caused_by(own_hints: list[str], culprits: Sequence[str]) -> bool:
     is what fails, nor when its headline already names one of them as hints name the
     student's pieces ("uses your split_heads, which is still a stub")."""
     headline = own_hints[0] if own_hints else ""
-    return headline not in _WHOLE_PART_HINTS and not any(re.search(rf"\byour {re.escape(name)}\b", headline)
-                                                         for name in culprits)
+    return headline not in _WHOLE_PART_HINTS and not _names_your(headline, culprits)
+
+
+def _names_your(hint: str, parts: Sequence[str]) -> bool:
+    """Whether ``hint`` names one of ``parts`` as the student's piece ("your Head", as hints do)."""
+    return any(re.search(rf"\byour {re.escape(name)}\b", hint) for name in parts)
