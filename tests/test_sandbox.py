@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import ctypes
+import importlib
 import os
 import shutil
 import socket
+import sys
 import tempfile
 import time
 from dataclasses import replace
@@ -279,6 +281,26 @@ def test_child_runs_in_scratch_with_a_scrubbed_environment_and_no_reference(sess
     assert "child-" in session.call("where")
     assert "GRADER_SECRET" not in session.call("env")
     assert session.call("can_import_reference") is False
+
+
+def test_hiding_the_reference_drops_every_module_of_it_a_forked_process_holds(monkeypatch, tmp_path):
+    # The child skips going through sys.modules when no hidden package is there; where one is
+    # (a zygote that imported it), the package and all its submodules go, and nothing else.
+    from grader.sandbox import _child
+
+    hidden = tmp_path / "reference"
+    for name, modules in [("held", {"reference": ModuleType("reference"), "reference.multihead": ModuleType("m"),
+                                    "reference.hidden.a03": ModuleType("a"), "references": ModuleType("r")}),
+                          ("not held", {"references": ModuleType("r")})]:
+        monkeypatch.setattr(sys, "modules", {**sys.modules, **modules})
+        monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))
+        monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
+        _child._hide_imports((str(hidden),))
+        assert not [m for m in sys.modules if m == "reference" or m.startswith("reference.")], name
+        assert "references" in sys.modules and "torch" in sys.modules, name
+        assert str(tmp_path) not in sys.path, name
+        with pytest.raises(ImportError):
+            importlib.import_module("reference.layers")
 
 
 def test_cell_that_kills_the_process_is_skipped_and_later_cells_run(session_for):

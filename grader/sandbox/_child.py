@@ -165,8 +165,12 @@ def _hide_imports(hidden_paths: tuple[str, ...]) -> None:
     code in this process can undo it; the filesystem sandbox is what protects the files."""
     sys.path[:] = [entry for entry in sys.path if entry and not _is_hidden(entry, hidden_paths)]
     names = {os.path.basename(path) for path in hidden_paths}
-    for name in [name for name in sys.modules if name.split(".")[0] in names]:
-        del sys.modules[name]
+    # A submodule is imported only after its package, so where no hidden package is in
+    # sys.modules there is nothing to remove. Looking costs nothing; going through all of
+    # sys.modules (some 1,600 names after torch) copies the pages of every name: 5-7 ms.
+    if any(name in sys.modules for name in names):
+        for name in [name for name in sys.modules if name.split(".")[0] in names]:
+            del sys.modules[name]
     sys.meta_path.insert(0, _RefuseImports(names))
 
 
