@@ -13,7 +13,8 @@ resident heap onto huge pages now, once the heap is built and before the forks. 
 only 2 MiB blocks that are already almost all resident, so the resident memory stays as it
 was (a sparse block collapsed would fill its holes), and it changes no policy: memory the
 process maps later gets the machine's default pages. Where the kernel cannot (older, or THP
-set to ``never``), nothing happens.
+set to ``never``), nothing happens. A child forked before the call keeps the old pages, which
+become its own: call it where such children are few and short-lived.
 """
 
 from __future__ import annotations
