@@ -223,6 +223,24 @@ def test_07_a_head_that_raises_is_named_by_every_part_above_it_which_keep_their_
     assert [part(report, p).scored_by.charged_to for p in ("MultiHead", "Block", "GPT")] == [["Head"]] * 3
 
 
+@pytest.mark.parametrize("raise_line", [
+    "raise NotImplementedError('Head.forward: see assignments/07/README.md')",  # the handout's stub
+    "raise NotImplementedError",  # before: MultiHead, Block and GPT each "not implemented", 42 in all
+    "raise NotImplementedError('TODO: implement the attention')",  # before: "uses your TODO", 66 in all
+])
+def test_07_an_unfinished_head_costs_the_same_however_its_raise_is_worded(grade_source, raise_line):
+    # Whose stub it is comes from where the raise is, not from the message's spelling. MultiHead
+    # pays for calling a stub (docs/course.md: a piece not written has nothing to pay with).
+    report = grade_source(edited("07", ("        _, length, _ = x.shape\n", f"        {raise_line}\n")),
+                          assignment=ROOT / "assignments" / "07")
+    scores = {p.id: (p.score, p.max_score) for p in report.parts}
+    assert scores == {"Head": (1, 15), "MultiHead": (4, 11), "MLP": (9, 9), "Block": (10, 10), "GPT": (15, 15),
+                      "generate": (20, 20), "end_to_end": (0, 5)}
+    assert part(report, "Head").hint == hints.NOT_IMPLEMENTED
+    for user in ("MultiHead", "Block", "GPT", "end_to_end"):
+        assert part(report, user).hint.startswith(f"{user} uses your Head, which is still a stub"), user
+
+
 # ---- the stock parts of a rerun bring no answer of the part under test ------------------------
 
 # An attack on "charged where it is made": softmax loses 1 point on purpose (float64 comes back

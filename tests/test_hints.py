@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from grader.core import hints
 from reference.hidden.a03 import variants
 from tests.conftest import assert_valid, part
 
@@ -108,3 +109,15 @@ def test_a_part_over_a_failing_piece_says_fix_that_first_and_keeps_its_own_hint(
     mha = part(report, "MultiHeadAttention")
     assert mha.hints[0] == "fix split_heads first (it fails its own tests)", mha.hints
     assert variants.NO_TRANSPOSE_SPLIT in mha.hints[1], mha.hints
+
+
+@pytest.mark.parametrize("message, owner, shown", [
+    # The handout's stub names its owner; a student's own raise may not, or may say "TODO: ...".
+    ("Head.forward: see assignments/07/README.md", None, "MultiHead uses your Head, which is still a stub (see assignments/07/README.md)"),
+    ("", "Head", "MultiHead uses your Head, which is still a stub"),
+    ("TODO: implement the attention", "Head", "MultiHead uses your Head, which is still a stub (TODO: implement the attention)"),
+    ("MultiHead.forward: see the README", "MultiHead", None),  # its own stub: "not implemented"
+    ("", None, None),
+])
+def test_another_parts_stub_names_the_owner_of_the_raise_before_the_one_the_message_names(message, owner, shown):
+    assert hints.another_parts_stub(message, "MultiHead", owner) == shown

@@ -113,16 +113,24 @@ class NoForward(torch.nn.Module):
         return x
 def missing_forward(x):
     return NoForward()(x)
+class Head(torch.nn.Module):
+    def forward(self, x):
+        raise NotImplementedError("TODO: implement the attention")
+def unfinished_method(x):
+    return Head()(x)
 """
 
 
-@pytest.mark.parametrize("name, stub", [("stub", True), ("via_a_helper", True), ("integers_into_softmax", False),
-                                        ("missing_forward", False)])
-def test_a_stub_is_a_not_implemented_error_the_code_raises_itself_not_one_torch_raises(session_for, name, stub):
+@pytest.mark.parametrize("name, stub, owner", [
+    ("stub", True, "stub"), ("via_a_helper", True, "todo"), ("unfinished_method", True, "Head"),
+    ("integers_into_softmax", False, None), ("missing_forward", False, None)])
+def test_a_stub_is_a_not_implemented_error_the_code_raises_itself_not_one_torch_raises(session_for, name, stub,
+                                                                                        owner):
+    # And its owner is the class or function whose raise it was, whatever the message says.
     session = session_for(STUBS_AND_TORCHS_OWN)
     with pytest.raises(StudentException) as info:
         session.call(name, torch.ones(2))
-    assert (info.value.type_name, info.value.stub) == ("NotImplementedError", stub)
+    assert (info.value.type_name, info.value.stub, info.value.stub_owner) == ("NotImplementedError", stub, owner)
 
 
 def test_undefined_name_is_not_found(session_for):

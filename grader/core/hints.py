@@ -138,10 +138,13 @@ def stub_owner(stub_message: str) -> str | None:
     return owner if owner.isidentifier() else None
 
 
-def another_parts_stub(stub_message: str, part: str) -> str | None:
+def another_parts_stub(stub_message: str, part: str, owner: str | None = None) -> str | None:
     """The hint for a test of ``part`` whose code raised a stub's NotImplementedError, when the
-    stub is another part's. None when it is the part's own (or says no name): then NOT_IMPLEMENTED."""
-    owner = stub_owner(stub_message)
-    if owner and part and owner != part:
-        return f"{part} uses your {owner}, which is still a stub ({stub_message.partition(':')[2].strip()})"
-    return None
+    stub is another part's: ``owner``, the class or function whose code raised it, else the one
+    its message names. None when it is the part's own (or neither says): then NOT_IMPLEMENTED."""
+    named = stub_owner(stub_message)
+    owner = owner or named
+    if not (owner and part and owner != part):
+        return None
+    detail = stub_message.partition(":")[2].strip() if named == owner else stub_message.strip()
+    return f"{part} uses your {owner}, which is still a stub" + (f" ({detail})" if detail else "")

@@ -46,7 +46,7 @@ def classify(exc: BaseException | None, part: str = "") -> Verdict:
     if isinstance(exc, StudentNotFound):
         return Verdict(Outcome.FAILED, str(exc), hints.NOT_FOUND)
     if isinstance(exc, StudentException) and exc.stub:
-        other = hints.another_parts_stub(exc.message, part)
+        other = hints.another_parts_stub(exc.message, part, exc.stub_owner)
         if other:
             return Verdict(Outcome.FAILED, f"{exc.target} raised NotImplementedError: {exc.message}", other)
         return Verdict(Outcome.FAILED, f"`{exc.target}` is not implemented yet (it raises NotImplementedError)",

@@ -259,38 +259,43 @@ def _run_cell(sock: socket.socket, index: int, source: str, label: str, namespac
 
 def describe_exception(exc: BaseException) -> dict:
     """Type, message and the student's part of the traceback (not this runtime's frames), and
-    whether it is an unfinished part's stub (:func:`_raised_by_the_submission`)."""
+    whether it is an unfinished part's stub, raised in which function of the submission
+    (:func:`_raising_function`)."""
     # Student code is compiled under labels ("mha.py", "cell 4"); library frames have paths.
     frames = [frame for frame in traceback.extract_tb(exc.__traceback__) if not os.path.isabs(frame.filename)]
     if isinstance(exc, SystemExit):
         message = f"sys.exit({exc.code!r}) was called"
     else:
         message = str(exc)
+    stub = _raising_function(exc) if isinstance(exc, NotImplementedError) else None
     return {
         "type": type(exc).__name__,
         "message": message[:2000],
         "traceback": "".join(traceback.format_list(frames[-_TRACEBACK_FRAMES:]))[:4000],
         "memory": isinstance(exc, MemoryError) or "can't allocate memory" in message
         or isinstance(exc, torch.OutOfMemoryError),
-        "stub": isinstance(exc, NotImplementedError) and _raised_by_the_submission(exc),
+        "stub": stub is not None,
+        "raised_in": stub,
     }
 
 
 _RAISES = frozenset({dis.opmap["RAISE_VARARGS"], dis.opmap["RERAISE"]})
 
 
-def _raised_by_the_submission(exc: BaseException) -> bool:
-    """Whether a ``raise`` statement of the submission's own code raised ``exc`` (a stub's
-    NotImplementedError), not torch under a call of it (an operator with no kernel for a dtype,
+def _raising_function(exc: BaseException) -> str | None:
+    """The qualified name (``Head.forward``) of the submission's function whose ``raise``
+    statement raised ``exc`` (a stub's NotImplementedError, whatever its message says), or None
+    where torch raised it under a call of the submission (an operator with no kernel for a dtype,
     "addmm_impl_cpu_" not implemented for 'Long'; nn.Module's missing forward)."""
     tb = exc.__traceback__
     if tb is None:
-        return False
+        return None
     while tb.tb_next is not None:
         tb = tb.tb_next
     code = tb.tb_frame.f_code
     own = not os.path.isabs(code.co_filename) and not code.co_filename.startswith("<")  # not torch's, not a helper's
-    return own and 0 <= tb.tb_lasti < len(code.co_code) and code.co_code[tb.tb_lasti] in _RAISES
+    raised = own and 0 <= tb.tb_lasti < len(code.co_code) and code.co_code[tb.tb_lasti] in _RAISES
+    return code.co_qualname if raised else None
 
 
 class _Server:

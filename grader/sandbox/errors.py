@@ -27,13 +27,16 @@ class StudentError(Exception):
 class StudentException(StudentError):
     """The student's code raised an exception. ``stub``: a NotImplementedError that a ``raise``
     of the submission's own code raised (an unfinished part), not torch (an operator with no
-    kernel for a dtype): as the student's process says, so it words a verdict, never scores one."""
+    kernel for a dtype); ``stub_owner``: the class or function of the submission whose code
+    raised it (``Head`` for ``Head.forward``), None where unknown. As the student's process says,
+    so they word a verdict and say whose stub failed it, never more."""
 
     def __init__(self, target: str, type_name: str, message: str, traceback: str, memory: bool = False,
-                 stub: bool = False):
+                 stub: bool = False, stub_owner: str | None = None):
         self.target, self.type_name, self.message, self.traceback = target, type_name, message, traceback
         self.memory = memory
         self.stub = stub and type_name == "NotImplementedError"
+        self.stub_owner = stub_owner if self.stub else None
         super().__init__(f"{target} raised {type_name}: {message}" if message else f"{target} raised {type_name}")
 
 
@@ -64,3 +67,12 @@ def with_source_lines(traceback: str, program: Program) -> str:
 def reported_type_name(value: Any) -> str:
     """An exception's type name as the child reports it: a bounded string, nothing else."""
     return clean(value, TYPE_NAME_CHARS) if isinstance(value, str) and value else "Exception"
+
+
+def function_owner(qualname: Any) -> str | None:
+    """Whose stub it is, from the qualified name of the function the child says raised it
+    (``Head.forward`` -> ``Head``): an identifier of at most TYPE_NAME_CHARS, else None."""
+    if not isinstance(qualname, str):
+        return None
+    owner = qualname.partition(".")[0]
+    return owner if owner.isidentifier() and owner.isascii() and len(owner) <= TYPE_NAME_CHARS else None

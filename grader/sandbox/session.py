@@ -34,6 +34,7 @@ from grader.sandbox.errors import (
     StudentException,
     StudentNotFound,
     StudentTimeout,
+    function_owner,
     reported_type_name,
     with_source_lines,
 )
@@ -257,7 +258,8 @@ class StudentSession:
             raise StudentException(label, reported_type_name(reply.get("type")),
                                    f"{self._process.limits.describe_memory()} ({message})" if memory else message,
                                    with_source_lines(clean(str(reply.get("traceback", "")), TRACEBACK_CHARS),
-                                                     self.program), memory, reply.get("stub") is True)
+                                                     self.program), memory, reply.get("stub") is True,
+                                   function_owner(reply.get("raised_in")))
         raise StudentCrashed(f"{label}: the student process could not serve the request: "
                              f"{clean(str(reply.get('message', status)), MESSAGE_CHARS)}")
 

@@ -287,11 +287,11 @@ def call_part(student: Student, name: str, *args: Any, **kwargs: Any) -> Any:
     try:
         return student.call(name, *args, **kwargs)
     except StudentException as exc:
-        callee = hints.stub_owner(exc.message)
+        callee = exc.stub_owner or hints.stub_owner(exc.message)
         if not exc.stub or callee in (None, name):
             raise
-        raise CheckFailed(f"{name} calls {callee}, which is not implemented yet ({exc.message})",
-                          hints.NOT_IMPLEMENTED) from None
+        detail = f" ({exc.message})" if exc.message else ""
+        raise CheckFailed(f"{name} calls {callee}, which is not implemented yet{detail}", hints.NOT_IMPLEMENTED) from None
 
 
 # ---- stock pieces: a part graded on its own wiring when a piece's names differ ------------

@@ -29,16 +29,17 @@ MUTANTS: dict[str, tuple[tuple[str, str], dict[str, tuple[float, str | None]]]] 
         {"softmax": (14, variants.FORBIDDEN_SOFTMAX)}),
     "scores scaled": (
         ("return query @ keys.transpose(-2, -1)", "return query @ keys.transpose(-2, -1) / math.sqrt(query.size(-1))"),
-        # scaled_dot_product_attention scales again, and SelfAttention calls it: each says which part
-        # it uses to fix first (the contract's uses) and loses nothing: the mistake is charged once.
+        # scaled_dot_product_attention scales again, and SelfAttention calls it: each says to fix
+        # attention_scores first, where the mistake is (the sdpa in between keeps full marks), and
+        # loses nothing: the mistake is charged once.
         {"attention_scores": (5, variants.SCORES_SCALED),
          "scaled_dot_product_attention": (0, "fix attention_scores first"),
-         "SelfAttention": (0, "fix scaled_dot_product_attention first")}),
+         "SelfAttention": (0, "fix attention_scores first")}),
     "scores transposed": (
         ("return query @ keys.transpose(-2, -1)", "return keys @ query.transpose(-2, -1)"),
         {"attention_scores": (7, variants.SCORES_TRANSPOSED),
          "scaled_dot_product_attention": (0, variants.OWN_PIECES_WRONG),
-         "SelfAttention": (0, variants.OWN_SDPA_WRONG)}),
+         "SelfAttention": (0, "fix attention_scores first")}),
     "not scaled": (
         ("/ math.sqrt(d_k)", "/ 1.0"),
         # SelfAttention calls the student's own scaled_dot_product_attention: it breaks too, and
