@@ -10,7 +10,10 @@ Once every test has run, a failing test of a part that uses failing parts (the c
 ``uses``) runs once more, from its fixtures on, with the suite's stock parts standing in for
 those in a fresh student process (:class:`StandIns`): whether it then passes is the evidence
 for naming a used part as the cause ("fix split_heads first"; :mod:`grader.core.scoring`).
-The rerun's own verdict counts for nothing else.
+Where it fails all the same, the mistake it shows is the part's own, seen past the used part's
+failure (a Block's post-norm under a Head that raises): its hint becomes the test's hint. The
+rerun's verdict counts for nothing else: its student process held the stock parts, answers,
+so it never scores (the first run's evidence prices the rubric).
 """
 
 from __future__ import annotations
@@ -112,6 +115,7 @@ class GradingPlugin:
         self._stand_ins: StandIns | None = None
         self._tests: dict[str, TestOutcome] = {}  # by node id, in run order
         self._rerunning = False  # a rerun's verdicts are not the test's
+        self._rerun_verdict: Verdict | None = None  # the last stage's that had one, in the rerun
 
     def bind(self, session: StudentSession | None, device: str, stand_ins: StandIns | None) -> None:
         """Grade ``session``'s submission on ``device``, with the suite's ``stand_ins``."""
@@ -158,8 +162,10 @@ class GradingPlugin:
                                   call: pytest.CallInfo) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         report = yield
         test = self._tests.get(item.nodeid)
-        verdict = _judge(call, test.part) if test is not None and not self._rerunning else None
-        if verdict is not None:  # the last stage that has one has the last word
+        verdict = _judge(call, test.part) if test is not None else None
+        if verdict is not None and self._rerunning:
+            self._rerun_verdict = verdict
+        elif verdict is not None:  # the last stage that has one has the last word
             self._tests[item.nodeid] = replace(test, verdict=verdict)
         return report
 
@@ -179,21 +185,23 @@ class GradingPlugin:
             test = self._tests.get(item.nodeid)
             used = tuple(part for part in self._stand_ins.uses.get(test.part, ()) if part in failing)
             if used and _worth_rerunning(test.verdict):
-                passed = self._passes_with_stock(item, used)
-                self._tests[item.nodeid] = replace(test, verdict=replace(test.verdict, passes_with_stock=passed))
+                passed, rerun = self._passes_with_stock(item, used)
+                own_hint = rerun.hint if not passed and _worth_rerunning(rerun) and rerun.hint else test.verdict.hint
+                self._tests[item.nodeid] = replace(test, verdict=replace(test.verdict, passes_with_stock=passed,
+                                                                         hint=own_hint))
 
-    def _passes_with_stock(self, item: pytest.Item, used: tuple[str, ...]) -> bool:
-        """Whether ``item`` passes when the stock parts stand in for ``used``: run from scratch
-        (its fixtures set up and torn down again, so none holds what the student's own parts
-        built), in a fresh student process that ends with it (they are answers)."""
-        self._rerunning = True
+    def _passes_with_stock(self, item: pytest.Item, used: tuple[str, ...]) -> tuple[bool, Verdict | None]:
+        """Whether ``item`` passes when the stock parts stand in for ``used``, and how it ended
+        then: run from scratch (its fixtures set up and torn down again, so none holds what the
+        student's own parts built), in a fresh student process that ends with it (they are answers)."""
+        self._rerunning, self._rerun_verdict = True, None
         try:
             with self._session.standing_in(self._stand_ins.source_for(used), used):
                 item._initrequest()
                 reports = runtestprotocol(item, log=False, nextitem=None)
         finally:
             self._rerunning = False
-        return all(report.passed for report in reports)
+        return all(report.passed for report in reports), self._rerun_verdict
 
 
 def _judge(call: pytest.CallInfo, part: str) -> Verdict | None:
