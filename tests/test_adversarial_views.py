@@ -72,7 +72,8 @@ def in_split_heads_for_six_heads(statement: str) -> str:
 # Loses the points of one test; the message of that test holds a lone surrogate.
 SURROGATE = in_split_heads_for_six_heads("raise ValueError('bad heads \\ud800')")
 # Prints escape sequences, raises an exception whose type name and message hold them, and has a
-# combine_heads that claims to be split_heads' stub: the hint quotes what it says.
+# combine_heads that claims to be split_heads' stub: the hint names combine_heads, where the raise
+# is, and quotes what it says.
 ESCAPING = (f"print({FAKE_TABLE!r})\nEvil = type({'Evil' + ESCAPES!r}, (Exception,), {{}})\n"
             + mutant(in_split_heads_for_six_heads(f"raise Evil({FAKE_TABLE!r})"), COMBINE_HEADS_START,
                      f"    raise NotImplementedError({'split_heads: ' + FAKE_TABLE!r})\n"))
@@ -310,7 +311,7 @@ def escaping_class(tmp_path_factory) -> tuple[Path, str]:
 @slow
 def test_the_batch_summary_on_a_terminal_shows_a_quoted_hint_as_text(escaping_class):
     _, shown = escaping_class
-    assert "most frequent hints" in shown and "still a stub (?[2J?[H?]52;" in shown
+    assert "most frequent hints" in shown and "still a stub (split_heads: ?[2J?[H?]52;" in shown
     assert not attacks_in(shown)
 
 
@@ -319,7 +320,7 @@ def test_the_class_table_on_a_terminal_shows_report_text_as_text(escaping_class,
     results, _ = escaping_class
     assert main(["report", str(results), "--html", str(results.parent / "class.html")]) == 0
     shown = capsys.readouterr().out
-    assert "still a stub (?[2J?[H?]52;" in shown and not attacks_in(shown)
+    assert "still a stub (split_heads: ?[2J?[H?]52;" in shown and not attacks_in(shown)
 
 
 # ---- 5. CSV injection -----------------------------------------------------------------
@@ -354,7 +355,7 @@ def test_gradescope_results_have_no_control_characters(tmp_path):
     assert "not your fault" not in results["output"]
     assert 0 < results["score"] < sum(test["max_score"] for test in results["tests"])
     assert not [text for text in strings(results) if CONTROL.search(text)]
-    assert any("still a stub (?[2J?[H?]52;" in test["output"] for test in results["tests"])
+    assert any("still a stub (split_heads: ?[2J?[H?]52;" in test["output"] for test in results["tests"])
 
 
 # ---- 7. the class report page ---------------------------------------------------------
@@ -365,7 +366,7 @@ def test_the_class_report_page_has_no_control_characters(escaping_class, tmp_pat
     results, _ = escaping_class
     assert main(["report", str(results), "--html", str(tmp_path / "class.html")]) == 0
     page = (tmp_path / "class.html").read_text(encoding="utf-8")
-    assert "still a stub (?[2J?[H?]52;" in page and not CONTROL.search(page)
+    assert "still a stub (split_heads: ?[2J?[H?]52;" in page and not CONTROL.search(page)
 
 
 # Markup, an attribute's end, an entity and control characters; no "/", so that a folder or

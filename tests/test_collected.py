@@ -4,6 +4,8 @@ runs before it did, and collecting leaves the grader process as it was."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import subprocess
 import sys
 from pathlib import Path
@@ -95,6 +97,18 @@ def test_collecting_leaves_the_grader_process_as_it_was(tmp_path):
                           cwd=ROOT, timeout=120)
     # Its output, its fault handler and pdb are the grader's own, and pytest says not a word.
     assert (done.stdout, done.stderr) == ("True True\n", "")
+
+
+def test_a_suite_collected_while_stdout_was_another_stream_runs_after_that_stream_is_closed(tmp_path):
+    # The grader used from Python (a notebook, a test harness) may collect under a stdout that
+    # is gone later. Before: every later run wrote pytest's progress to it and failed with
+    # "I/O operation on closed file", an internal grader error in every report.
+    stream = io.StringIO()
+    with contextlib.redirect_stdout(stream):
+        collected = CollectedSuite(write_suite(tmp_path, test_state=SUITE))
+    stream.close()
+    verdicts = {t.name: t.verdict.outcome for t in run_forked(collected).tests}
+    assert verdicts == {"test_starts_from_the_collected_state": "passed", "test_fails": "failed"}
 
 
 def test_the_tests_run_in_the_contract_s_order_of_parts(tmp_path):

@@ -17,8 +17,10 @@ are not loaded, and the terminal reporter is quiet.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
+import os
 from collections.abc import Generator, Sequence
 from pathlib import Path
 
@@ -111,14 +113,19 @@ class CollectedSuite:
         self._bounds = TrustedBounds()
         self.error: str | None = None  # why the suite cannot run, said in every submission's report
         args = [str(suite), "-c", str(suite.parent / "pytest.ini"), "--rootdir", str(suite.parent), *PYTEST_ARGS]
-        self._config = _prepareconfig(args, plugins=[self._grading, self._bounds])
-        self._config._do_configure()
-        self._session = pytest.Session.from_config(self._config)
-        self._config.hook.pytest_sessionstart(session=self._session)
-        try:
-            self._config.hook.pytest_collection(session=self._session)
-        except (pytest.UsageError, pytest.Session.Interrupted, pytest.Session.Failed) as exc:
-            self.error = f"the hidden suite in {suite.name} failed to collect: {exc}"
+        # pytest's terminal reporter keeps the sys.stdout it is configured under, and writes to it
+        # in every run: give it a stream of its own that stays open, not the caller's of the
+        # moment (a notebook's or a test's, which may be closed by the next grading).
+        self._terminal = open(os.devnull, "w")  # noqa: SIM115 - open for as long as the suite
+        with contextlib.redirect_stdout(self._terminal):
+            self._config = _prepareconfig(args, plugins=[self._grading, self._bounds])
+            self._config._do_configure()
+            self._session = pytest.Session.from_config(self._config)
+            self._config.hook.pytest_sessionstart(session=self._session)
+            try:
+                self._config.hook.pytest_collection(session=self._session)
+            except (pytest.UsageError, pytest.Session.Interrupted, pytest.Session.Failed) as exc:
+                self.error = f"the hidden suite in {suite.name} failed to collect: {exc}"
         if self.error is None and (self._session.testsfailed or not self._grading.outcomes):
             self.error = (f"the hidden suite in {suite.name} failed to collect: "
                           f"{self._session.testsfailed} error(s), {len(self._grading.outcomes)} test(s)")
