@@ -51,12 +51,14 @@ def score_parts(part_ids: tuple[str, ...], tests: list[tuple[str, TestResult]],
     own (no stub), graded through the parts they use: their tests are those parts' work in use,
     so they count however those parts fail."""
     parts = []
+    results_of: dict[str, list[TestResult]] = {}
+    for part, result in tests:
+        results_of.setdefault(part, []).append(result)
     failing = {part for part, result in tests if result.outcome != Outcome.PASSED}
-    unwritten = {part for part in failing if _unwritten([result for p, result in tests if p == part])}
-    results_of = {part_id: [result for part, result in tests if part == part_id] for part_id in part_ids}
+    unwritten = {part for part in failing if _unwritten(results_of[part])}
     failing_used = {part_id: [used for used in (uses or {}).get(part_id, ()) if used in failing] for part_id in part_ids}
     for part_id in part_ids:
-        results = results_of[part_id]
+        results = results_of.get(part_id, [])
         culprits = failing_used[part_id]
         charges = culprits and part_id not in nothing_to_write and not unwritten & set(culprits)
         elsewhere = [result for result in results if charges and _fails_through_used_parts(result)]

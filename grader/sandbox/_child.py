@@ -267,15 +267,14 @@ def describe_exception(exc: BaseException) -> dict:
         message = f"sys.exit({exc.code!r}) was called"
     else:
         message = str(exc)
-    stub = _raising_function(exc) if isinstance(exc, NotImplementedError) else None
     return {
         "type": type(exc).__name__,
         "message": message[:2000],
         "traceback": "".join(traceback.format_list(frames[-_TRACEBACK_FRAMES:]))[:4000],
         "memory": isinstance(exc, MemoryError) or "can't allocate memory" in message
         or isinstance(exc, torch.OutOfMemoryError),
-        "stub": stub is not None,
-        "raised_in": stub,
+        # A stub's: the function whose raise it was (None: not a stub).
+        "raised_in": _raising_function(exc) if isinstance(exc, NotImplementedError) else None,
     }
 
 

@@ -258,7 +258,7 @@ class StudentSession:
             raise StudentException(label, reported_type_name(reply.get("type")),
                                    f"{self._process.limits.describe_memory()} ({message})" if memory else message,
                                    with_source_lines(clean(str(reply.get("traceback", "")), TRACEBACK_CHARS),
-                                                     self.program), memory, reply.get("stub") is True,
+                                                     self.program), memory, isinstance(reply.get("raised_in"), str),
                                    function_owner(reply.get("raised_in")))
         raise StudentCrashed(f"{label}: the student process could not serve the request: "
                              f"{clean(str(reply.get('message', status)), MESSAGE_CHARS)}")
