@@ -20,7 +20,7 @@ import torch
 import reference
 import reference.multihead
 from grader.core.ingest import Cell, Program
-from grader.sandbox import cgroups, child_process, isolation, landlock, namespaces
+from grader.sandbox import cgroups, child_process, errors, isolation, landlock, namespaces
 from grader.sandbox.errors import (
     SOURCE_LINE_CHARS,
     StudentCrashed,
@@ -289,6 +289,15 @@ def test_child_runs_in_scratch_with_a_scrubbed_environment_and_no_reference(sess
     assert "child-" in session.call("where")
     assert "GRADER_SECRET" not in session.call("env")
     assert session.call("can_import_reference") is False
+
+
+@pytest.mark.parametrize("raised_in, owner", [
+    ("Head.forward", "Head"), ("split_heads", "split_heads"), ("MultiHead.forward.<locals>.attend", "MultiHead"),
+    ("<module>", None), ("x" * 101, None), ("\x1b[2J.forward", None), ("K\u00f6pf.forward", None), (7, None), (None, None),
+])
+def test_a_stub_s_owner_as_the_child_reports_it_is_an_identifier_or_nothing(raised_in, owner):
+    # What the child says (honest, or forged) only ever names a bounded plain identifier.
+    assert errors.function_owner(raised_in) == owner
 
 
 def test_hiding_the_reference_drops_every_module_of_it_a_forked_process_holds(monkeypatch, tmp_path):
