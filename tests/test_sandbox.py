@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import ctypes
 import importlib
 import os
@@ -77,6 +78,89 @@ def test_call_returns_tensors_and_keeps_objects_in_the_child(session_for):
     model = session.call("get")
     assert model.inspect()["parameters"] == {"weight": [2, 3], "bias": [2]}
     assert model(torch.zeros(1, 3)).shape == (1, 2)
+
+
+BUILDS = """import torch
+from torch import nn
+class Contract(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.proj = nn.Linear(d, d)
+    def forward(self, x):
+        return self.proj(x)
+class Sequential(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(d, d))
+    def forward(self, x):
+        return self.net(x)
+class RaisesInInit(nn.Module):
+    def __init__(self, d):
+        raise ValueError("d must be even")
+class RaisesInTo(Contract):
+    def to(self, *args, **kwargs):
+        raise RuntimeError("no moving")
+class RaisesOnLoad(Contract):
+    def _load_from_state_dict(self, *args, **kwargs):
+        raise KeyError("refused")
+"""
+
+
+def _counting_requests(session: StudentSession) -> list[str]:
+    """The labels of the requests ``session`` sends from now on."""
+    labels: list[str] = []
+    exchange = session._process.exchange
+
+    def counted(header, tensors, label, limit):
+        labels.append(label)
+        return exchange(header, tensors, label, limit)
+
+    session._process.exchange = counted
+    return labels
+
+
+def test_a_part_is_built_moved_inspected_and_loaded_in_one_request(session_for):
+    session = session_for(BUILDS, kind="module")
+    reference = torch.nn.Linear(4, 4)
+    parameters = {f"proj.{name}": p.detach() for name, p in reference.named_parameters()}
+    requests = _counting_requests(session)
+    built = session.build("Contract", (4,), {}, device=torch.device("cpu"), parameters=parameters)
+    assert requests == ["Contract"] and built.loaded
+    assert built.inspection["parameters"] == {"proj.weight": [4, 4], "proj.bias": [4]}
+    x = torch.randn(2, 4)
+    assert torch.allclose(built.module(x), reference(x))
+    assert built.module.built == ("Contract", (4,), {})
+
+    # Other names: built and inspected, not loaded: what to do is the caller's.
+    other = session.build("Sequential", (4,), {}, device=torch.device("cpu"), parameters=parameters)
+    assert not other.loaded and other.inspection["parameters"] == {"net.0.weight": [4, 4], "net.0.bias": [4]}
+    assert not torch.allclose(other.module(x), reference(x))
+    with pytest.raises(StudentException, match="Unexpected key"):  # new_like loads them itself, strictly
+        session.new_like(torch.nn.Sequential(collections.OrderedDict(proj=reference)), "Sequential", 4)
+
+
+@pytest.mark.parametrize(("class_name", "label", "type_name"), [
+    ("RaisesInInit", "RaisesInInit", "ValueError"),
+    ("RaisesInTo", "RaisesInTo.to", "RuntimeError"),
+    ("RaisesOnLoad", "RaisesOnLoad.load_state_dict", "KeyError"),
+])
+def test_a_step_of_a_build_that_raises_is_reported_as_that_steps_call(session_for, class_name, label, type_name):
+    session = session_for(BUILDS, kind="module")
+    parameters = {"proj.weight": torch.zeros(4, 4), "proj.bias": torch.zeros(4)}
+    with pytest.raises(StudentException) as info:
+        session.build(class_name, (4,), {}, device=torch.device("cpu"), parameters=parameters)
+    assert (info.value.target, info.value.type_name) == (label, type_name)
+    with pytest.raises(StudentNotFound):
+        session.build("Missing", (4,), {}, device=torch.device("cpu"), parameters=parameters)
+
+
+def test_a_build_on_the_meta_device_moves_the_module_under_the_meta_checks(session_for):
+    session = session_for(BUILDS, kind="module")
+    requests = _counting_requests(session)
+    built = session.build("Contract", (4,), {}, device=torch.device("meta"))
+    # The constructor runs as ever, then the move goes under the meta device's checks.
+    assert requests == ["Contract", "Contract.to", "Contract"] and not built.loaded
+    assert built.inspection["parameters"] == {"proj.weight": [4, 4], "proj.bias": [4]}
 
 
 def test_exceptions_keep_type_message_and_student_frames_only(session_for):

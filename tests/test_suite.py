@@ -62,7 +62,7 @@ def _members(protocol: type) -> set[str]:
 
 
 @pytest.mark.parametrize(("protocol", "implementation", "members"), [
-    (suite.Student, StudentSession, {"program", "call", "new", "new_like", "define", "watching", "timed_like", "backward"}),
+    (suite.Student, StudentSession, {"program", "call", "new", "new_like", "build", "define", "watching", "timed_like", "backward"}),
     (suite.Remote, RemoteObject, {"type_name", "__call__", "method", "backward", "attr", "inspect", "load_parameters"}),
 ])
 def test_the_session_implements_the_protocols_suites_are_typed_against(protocol, implementation, members):

@@ -25,6 +25,7 @@ import socket
 import sys
 import traceback
 import types
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
@@ -329,6 +330,8 @@ class _Server:
             return {"status": Status.OK, "value": encoder.encode(value), "unrecorded": unrecorded}, encoder.tensors
         except _NotFound as exc:
             return {"status": Status.NOT_FOUND, "name": str(exc)}, {}
+        except _StepFailed as exc:
+            return {"status": Status.EXCEPTION, **describe_exception(exc.__cause__), "step": exc.step}, {}
         except BaseException as exc:
             return {"status": Status.EXCEPTION, **describe_exception(exc)}, {}
 
@@ -397,29 +400,72 @@ class _Server:
     def _op_getattr(self, header: dict, tensors: dict):
         return getattr(self._objects[header["handle"]], header["name"])
 
+    def _op_build(self, header: dict, tensors: dict):
+        """How a test makes a part, in one request: the class called, the object moved to
+        ``device`` and inspected, and given ``parameters`` when its own are exactly theirs by
+        name and shape (else the trusted side decides, from the inspection, what to do before it
+        loads them itself). A step that raises is reported as that step's."""
+        with _step("new"):
+            obj = self._op_call(header, tensors)
+        with _step("to"):
+            obj.to(protocol.decode(header["device"], tensors))
+        with _step("inspect"):
+            inspection = _inspection(obj)
+        parameters = protocol.decode(header.get("parameters", {"$dict": []}), tensors)
+        fits = bool(parameters) and inspection["module"] and not inspection["uninitialized"] \
+            and inspection["parameters"] == {name: list(p.shape) for name, p in parameters.items()}
+        if fits:
+            with _step("load"):
+                _load_parameters(obj, parameters)
+        return {"object": obj, "inspection": inspection, "loaded": fits}
+
     def _op_inspect(self, header: dict, tensors: dict):
-        obj = self._objects[header["handle"]]
-        if not isinstance(obj, torch.nn.Module):
-            return {"module": False}
-        # A lazy module's (nn.LazyLinear) parameters have no shape until its first forward
-        # or load_state_dict: named apart, so the grader can materialize it first.
-        # (A parameter and a buffer cannot share a name.)
-        tensors = [*obj.named_parameters(), *obj.named_buffers()]
-        lazy = {name for name, t in tensors if isinstance(t, torch.nn.parameter.UninitializedTensorMixin)}
-        return {
-            "module": True,
-            "parameters": {name: list(p.shape) for name, p in obj.named_parameters() if name not in lazy},
-            "buffers": {name: list(b.shape) for name, b in obj.named_buffers() if name not in lazy},
-            "uninitialized": sorted(lazy),
-            "training": obj.training,
-        }
+        return _inspection(self._objects[header["handle"]])
 
     def _op_load_parameters(self, header: dict, tensors: dict):
-        """Copy parameters into the module, keeping its own buffers; strict about names."""
-        module = self._objects[header["handle"]]
-        state = module.state_dict()
-        state.update(protocol.decode(header["parameters"], tensors))
-        module.load_state_dict(state, strict=True)
+        _load_parameters(self._objects[header["handle"]], protocol.decode(header["parameters"], tensors))
+
+
+def _inspection(obj: object) -> dict:
+    if not isinstance(obj, torch.nn.Module):
+        return {"module": False}
+    # A lazy module's (nn.LazyLinear) parameters have no shape until its first forward
+    # or load_state_dict: named apart, so the grader can materialize it first.
+    # (A parameter and a buffer cannot share a name.)
+    tensors = [*obj.named_parameters(), *obj.named_buffers()]
+    lazy = {name for name, t in tensors if isinstance(t, torch.nn.parameter.UninitializedTensorMixin)}
+    return {
+        "module": True,
+        "parameters": {name: list(p.shape) for name, p in obj.named_parameters() if name not in lazy},
+        "buffers": {name: list(b.shape) for name, b in obj.named_buffers() if name not in lazy},
+        "uninitialized": sorted(lazy),
+        "training": obj.training,
+    }
+
+
+def _load_parameters(module: torch.nn.Module, parameters: dict) -> None:
+    """Copy parameters into the module, keeping its own buffers; strict about names."""
+    state = module.state_dict()
+    state.update(parameters)
+    module.load_state_dict(state, strict=True)
+
+
+class _StepFailed(Exception):
+    """A step of a request that takes several (``build``) raised: its exception is the cause."""
+
+    def __init__(self, step: str):
+        super().__init__(step)
+        self.step = step
+
+
+@contextlib.contextmanager
+def _step(name: str) -> Iterator[None]:
+    try:
+        yield
+    except _NotFound:
+        raise
+    except BaseException as exc:
+        raise _StepFailed(name) from exc
 
 
 class _NotFound(Exception):

@@ -51,6 +51,16 @@ MAX_SESSION_FLAGS = 20
 
 
 @dataclass(frozen=True)
+class Built:
+    """What :meth:`StudentSession.build` made: the module, its inspection (``RemoteObject.inspect``)
+    and whether it holds the parameters it was sent."""
+
+    module: RemoteObject
+    inspection: dict
+    loaded: bool
+
+
+@dataclass(frozen=True)
 class Backward:
     output: Any
     input_grads: tuple
@@ -93,12 +103,38 @@ class StudentSession:
     def new_like(self, reference: torch.nn.Module, class_name: str, *args: Any, **kwargs: Any) -> RemoteObject:
         """The student's ``class_name(*args, **kwargs)`` on the reference's device, holding the
         reference's parameters (strict names; the student's own buffers are kept)."""
-        module = self.new(class_name, *args, **kwargs)
         parameters = dict(reference.named_parameters())
-        if parameters:
-            module.method("to", next(iter(parameters.values())).device)
-            module.load_parameters(parameters)
-        return module
+        if not parameters:
+            return self.new(class_name, *args, **kwargs)
+        built = self.build(class_name, args, kwargs, device=next(iter(parameters.values())).device,
+                           parameters=parameters)
+        if not built.loaded:
+            built.module.load_parameters(parameters)
+        return built.module
+
+    def build(self, class_name: str, args: tuple = (), kwargs: dict | None = None, *, device: torch.device,
+              parameters: dict[str, torch.Tensor] | None = None) -> Built:
+        """``new(class_name, *args, **kwargs)``, then its ``.to(device)`` and ``inspect()``: one
+        request. It holds ``parameters`` already (``loaded``) where its own parameters have
+        exactly their names and shapes; else loading them is the caller's, after what it
+        decides from the inspection. A step that raises raises as that step's call would."""
+        kwargs = kwargs or {}
+        if device.type == "meta" or any(isinstance(p, torch.Tensor) and p.is_meta for p in (parameters or {}).values()):
+            # The meta device's checks apply to the steps that move the module, not to its
+            # constructor: those steps go as requests of their own (see _request's meta).
+            module = self.new(class_name, *args, **kwargs)
+            module.method("to", device)
+            return Built(module, module.inspect(), False)
+        steps = {"to": f"{class_name}.to", "inspect": class_name, "load": f"{class_name}.load_state_dict"}
+        value = self._request({"op": "build", "target": class_name}, class_name, args, kwargs,
+                              extra={"device": device, **({"parameters": parameters} if parameters else {})},
+                              steps=steps)
+        if not (isinstance(value, dict) and isinstance(value.get("object"), RemoteObject)
+                and _is_inspection(value.get("inspection")) and isinstance(value.get("loaded"), bool)):
+            raise StudentCrashed(f"{class_name}(...): malformed reply to a request to build it")
+        module = value["object"]
+        module.built = (class_name, args, kwargs)
+        return Built(module, value["inspection"], value["loaded"] and bool(parameters))
 
     def define(self, name: str, source: str, *, answers: bool = False) -> RemoteObject:
         """Run grader-provided helper code (not secret: e.g. a stock model) in the child;
@@ -216,7 +252,8 @@ class StudentSession:
                                             detail), None)
 
     def _request(self, header: dict, label: str, args, kwargs, extra: dict | None = None,
-                 owner: RemoteObject | None = None) -> Any:
+                 owner: RemoteObject | None = None, steps: dict[str, str] | None = None) -> Any:
+        """``steps``: for a request of several steps, each step's label, for its exception."""
         self._process.start()  # first: a fresh child makes the objects of the last one stale
         if self._stand_ins is not None and self._stood_in != self._process.generation:
             self._stand_in(*self._stand_ins)
@@ -253,6 +290,8 @@ class StudentSession:
         if status == Status.NOT_FOUND:
             raise StudentNotFound(clean(str(reply.get("name", label)), TYPE_NAME_CHARS))
         if status == Status.EXCEPTION:
+            step = reply.get("step")
+            label = steps[step] if isinstance(step, str) and steps and step in steps else label
             memory = reply.get("memory") is True
             message = clean(str(reply.get("message", "")), MESSAGE_CHARS)
             raise StudentException(label, reported_type_name(reply.get("type")),

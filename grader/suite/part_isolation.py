@@ -316,11 +316,12 @@ def new_graded_like(student: Student, reference: nn.Module, class_name: str, *ar
                     stock: Sequence[StockPiece] = (), **kwargs: Any) -> Remote:
     """``student.new_like``, but a piece of the part whose parameter names or shapes are
     not the contract's is first replaced by its :class:`StockPiece` (see :func:`with_stock`)."""
-    module = with_stock(student.new(class_name, *args, **kwargs), reference, stock)
     parameters = dict(reference.named_parameters())
-    if parameters:
-        module.load_parameters(parameters)  # strict; this also materializes lazy modules
-    return module
+    built = student.build(class_name, args, kwargs, device=_device_of(reference), parameters=parameters)
+    replaced = _put_stock(built.module, built.inspection, reference, stock)
+    if parameters and (replaced or not built.loaded):
+        built.module.load_parameters(parameters)  # strict; this also materializes lazy modules
+    return built.module
 
 
 def with_stock(module: Remote, reference: nn.Module, stock: Sequence[StockPiece]) -> Remote:
@@ -328,13 +329,23 @@ def with_stock(module: Remote, reference: nn.Module, stock: Sequence[StockPiece]
     its sub-modules that stands where the reference has a piece ``stock`` covers, but with
     other parameter names or shapes. A sub-module the student named otherwise (no
     parameters under the contract's name) is the part's own mistake: left as it is."""
+    module.method("to", _device_of(reference))
+    _put_stock(module, module.inspect(), reference, stock)
+    return module
+
+
+def _device_of(reference: nn.Module) -> torch.device:
     parameters = list(reference.parameters())
-    device = parameters[0].device if parameters else torch.device("cpu")
-    module.method("to", device)
-    by_class = {piece.name: piece for piece in stock}
-    found = module.inspect()
+    return parameters[0].device if parameters else torch.device("cpu")
+
+
+def _put_stock(module: Remote, found: dict, reference: nn.Module, stock: Sequence[StockPiece]) -> bool:
+    """:func:`with_stock`'s replacements in ``module``, already on the reference's device,
+    which ``found`` inspected; whether it replaced any."""
     if not found["module"]:
-        return module
+        return False
+    device = _device_of(reference)
+    by_class = {piece.name: piece for piece in stock}
     got = {**found["parameters"], **{name: None for name in found["uninitialized"]}}  # None: shape not known yet
     replaced: dict[str, list[tuple[str, list[str]]]] = {}
     for path, sub in reference.named_modules():
@@ -356,7 +367,7 @@ def with_stock(module: Remote, reference: nn.Module, stock: Sequence[StockPiece]
                                    piece=name, part=type(reference).__name__) for name, paths in replaced.items()]
     if notes:
         _STOCK_NOTES[module] = "; ".join(notes)
-    return module
+    return bool(replaced)
 
 
 @contextmanager

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 import torch
 
 from grader.core.ingest import Program
-from grader.sandbox.session import Backward
+from grader.sandbox.session import Backward, Built
 
 
 class Remote(Protocol):
@@ -64,6 +64,13 @@ class Student(Protocol):
     def new_like(self, reference: torch.nn.Module, class_name: str, *args: Any, **kwargs: Any) -> Remote:
         """The student's ``class_name(*args, **kwargs)`` on the reference's device, holding the
         reference's parameters (strict names; the student's own buffers are kept)."""
+
+    def build(self, class_name: str, args: tuple = (), kwargs: dict | None = None, *, device: torch.device,
+              parameters: dict[str, torch.Tensor] | None = None) -> Built:
+        """``new(class_name, *args, **kwargs)``, then its ``.to(device)`` and ``inspect()``, as
+        one request: ``Built(module, inspection, loaded)``. It holds ``parameters`` already
+        (``loaded``) where its own have exactly their names and shapes; else loading them is the
+        caller's (``module.load_parameters``), after what it decides from the inspection."""
 
     def define(self, name: str, source: str, *, answers: bool = False) -> Remote:
         """Run grader-provided helper code (not secret, e.g. a stock model) in the student's
