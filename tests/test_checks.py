@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import pytest
 import torch
 from torch import nn
@@ -297,6 +300,11 @@ class LocalRemote(FakeRemote):
 
     def load_parameters(self, parameters: dict) -> None:
         self._module.load_state_dict(parameters, strict=True)
+
+    @contextmanager
+    def holding(self, parameters: dict) -> Iterator[None]:
+        self.load_parameters(parameters)
+        yield
 
 
 def test_a_module_that_computes_with_its_parameters_passes():

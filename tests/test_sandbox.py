@@ -163,6 +163,43 @@ def test_a_build_on_the_meta_device_moves_the_module_under_the_meta_checks(sessi
     assert built.inspection["parameters"] == {"proj.weight": [4, 4], "proj.bias": [4]}
 
 
+def test_parameters_held_go_with_the_modules_next_call(session_for):
+    session = session_for(BUILDS, kind="module")
+    module = session.new("Contract", 4)
+    reference, x = torch.nn.Linear(4, 4), torch.randn(2, 4)
+    parameters = {f"proj.{name}": p.detach() for name, p in reference.named_parameters()}
+    requests = _counting_requests(session)
+    with module.holding(parameters):
+        assert torch.allclose(module(x), reference(x))
+    assert requests == ["Contract.forward"]
+    assert torch.allclose(module(x), reference(x))  # and it keeps them
+
+    zeros = {name: torch.zeros_like(p) for name, p in parameters.items()}
+    with module.holding(zeros):  # no call in the block: loaded at its end
+        pass
+    assert requests[-1] == "Contract.load_state_dict" and torch.equal(module(x), torch.zeros(2, 4))
+    with pytest.raises(StudentException) as info, module.holding({**parameters, "W_q.weight": torch.zeros(4, 4)}):
+        module(x)  # strict: a name it does not have; the load raises where the call is
+    assert info.value.target == "Contract.load_state_dict" and "Unexpected key" in info.value.message
+    refusing = session.new("RaisesOnLoad", 4)
+    with pytest.raises(StudentException) as info, refusing.holding(parameters):
+        refusing(x)
+    assert (info.value.target, info.value.type_name) == ("RaisesOnLoad.load_state_dict", "KeyError")
+
+
+def test_parameters_held_load_apart_from_a_call_under_the_meta_checks_or_recorded(session_for):
+    session = session_for(BUILDS, kind="module")
+    module = session.new("Contract", 4)
+    parameters = {"proj.weight": torch.eye(4), "proj.bias": torch.zeros(4)}
+    requests = _counting_requests(session)
+    with module.holding(parameters), session.watching({"aten::addmm"}) as seen:
+        module(torch.ones(1, 4))
+    assert requests == ["Contract.load_state_dict", "Contract.forward"] and seen == ["aten::addmm"]
+    with module.holding(parameters):
+        module.method("to", torch.device("meta"))
+    assert requests[2:] == ["Contract.load_state_dict", "Contract.to"]
+
+
 def test_exceptions_keep_type_message_and_student_frames_only(session_for):
     session = session_for("def bad():\n    raise ValueError('D % H != 0')\n")
     with pytest.raises(StudentException) as info:

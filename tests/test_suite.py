@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -63,7 +64,7 @@ def _members(protocol: type) -> set[str]:
 
 @pytest.mark.parametrize(("protocol", "implementation", "members"), [
     (suite.Student, StudentSession, {"program", "call", "new", "new_like", "build", "define", "watching", "timed_like", "backward"}),
-    (suite.Remote, RemoteObject, {"type_name", "__call__", "method", "backward", "attr", "inspect", "load_parameters"}),
+    (suite.Remote, RemoteObject, {"type_name", "__call__", "method", "backward", "attr", "inspect", "load_parameters", "holding"}),
 ])
 def test_the_session_implements_the_protocols_suites_are_typed_against(protocol, implementation, members):
     assert _members(protocol) == members
@@ -251,6 +252,10 @@ class _Module:
 
     def load_parameters(self, parameters):
         pass
+
+    @contextmanager
+    def holding(self, parameters):
+        yield
 
     def __call__(self, x):
         return torch.zeros(self._shape)

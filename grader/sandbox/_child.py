@@ -362,6 +362,9 @@ class _Server:
                 raise _NotFound(target)
             return self._namespace[target], args, kwargs
         obj = self._objects[target["handle"]]
+        if "parameters" in header:  # sent with the call, to load first (RemoteObject.holding)
+            with _step("load"):
+                _load_parameters(obj, protocol.decode(header["parameters"], tensors))
         return getattr(obj, target["method"]), args, kwargs
 
     def _op_call(self, header: dict, tensors: dict):

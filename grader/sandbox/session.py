@@ -266,6 +266,13 @@ class StudentSession:
                       kwargs=encoder.encode({k: _unwrap(v) for k, v in kwargs.items()}))
         for key, value in (extra or {}).items():
             header[key] = encoder.encode(value)
+        held = owner.take_held() if owner is not None and header["op"] in ("call", "backward") else None
+        if held is not None:
+            if encoder.meta or self._watch:  # the load would run under the meta checks or be recorded
+                owner.load_parameters(held)
+            else:  # the child loads them into the owner first (RemoteObject.holding)
+                header["parameters"] = encoder.encode(held)
+                steps = {**(steps or {}), "load": f"{owner.type_name}.load_state_dict"}
         if encoder.meta:  # the grader's stand-in for a GPU: the call runs where a GPU's checks hold
             header["meta"] = True
         if self._watch:
@@ -343,6 +350,7 @@ class RemoteObject:
         self.handle = handle
         self.generation = session._process.generation  # the child it lives in
         self.built: Construction | None = None  # how StudentSession.new built it
+        self._held: dict[str, torch.Tensor] | None = None  # parameters its next call loads first, see holding()
 
     @property
     def type_name(self) -> str:
@@ -372,6 +380,25 @@ class RemoteObject:
         if not _is_inspection(reply):
             raise StudentCrashed(f"{self.type_name}: malformed reply to an inspection of the module")
         return reply
+
+    @contextmanager
+    def holding(self, parameters: dict[str, torch.Tensor]) -> Iterator[None]:
+        """Within the block, the module holds ``parameters`` (as :meth:`load_parameters` loads
+        them) from its next call on: they go with that call, one request for both, and a load
+        that raises raises there, as ``load_state_dict``'s. Loaded at the end of a block that
+        made no call of the module."""
+        self._held = parameters
+        try:
+            yield
+        finally:
+            held = self.take_held()
+        if held is not None:
+            self.load_parameters(held)
+
+    def take_held(self) -> dict[str, torch.Tensor] | None:
+        """The parameters :meth:`holding` left for the next call, now taken by it."""
+        held, self._held = self._held, None
+        return held
 
     def load_parameters(self, parameters: dict[str, torch.Tensor]) -> None:
         """``load_state_dict(strict=True)`` of these parameters; the module keeps its buffers."""

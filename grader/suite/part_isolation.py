@@ -254,8 +254,8 @@ def expect_gradients(what: str, module: Remote, reference: nn.Module, args: tupl
     finite = torch.isfinite(output(args))
 
     def loss(parameters: dict, moved_args: tuple) -> float:
-        module.load_parameters(parameters)
-        return float((output(moved_args).double() * grad_output.double()).where(finite, 0.0).sum())
+        with module.holding(parameters):
+            return float((output(moved_args).double() * grad_output.double()).where(finite, 0.0).sum())
 
     for group, grads in groups.items():
         norm = _norm(grads)

@@ -47,6 +47,11 @@ class Remote(Protocol):
     def load_parameters(self, parameters: dict[str, torch.Tensor]) -> None:
         """``load_state_dict(strict=True)`` of these parameters; the module keeps its buffers."""
 
+    def holding(self, parameters: dict[str, torch.Tensor]) -> AbstractContextManager[None]:
+        """Within the block, the module holds ``parameters`` from its next call on: one request
+        for the load and that call (a load that raises raises there). For a check that gives a
+        module one set of parameters after another and calls it with each."""
+
 
 class Student(Protocol):
     """The submission, as the ``student`` fixture gives it to a test."""
