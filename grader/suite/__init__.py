@@ -109,7 +109,8 @@ show. :func:`describe_piece`, ``PIECE_RAISES``, ``PIECES_DIFFER`` and ``OWN_WIRI
 Stock pieces: build a composite part with :func:`new_graded_like` (``student.new_like`` with
 ``stock=[StockPiece("FeedForward", build)]``): a piece whose parameter names differ from the
 contract's is replaced, in the student's process, by grader-owned code holding the
-reference's weights (:func:`with_stock` does it to a module already built), and
+reference's weights (:func:`with_stock` does it to a module already built, :func:`new_with_stock`
+to one it builds, keeping its own weights for a check of its names), and
 :func:`noting_stock` adds ``STOCK_REPLACED`` to the hint of a check that fails on it. The
 names then cost points where the piece's own class is graded; when the student never wrote that
 class, :func:`expect_replaced_pieces_written` charges them to the part that holds the piece. A
@@ -179,6 +180,7 @@ from grader.suite.part_isolation import (
     expect_wiring,
     materialized,
     new_graded_like,
+    new_with_stock,
     noting_stock,
     randomize_norms,
     with_stock,
@@ -206,8 +208,8 @@ __all__ = [
     "GRAPH_CUT", "OWN_WIRING", "PIECE_RAISES", "PIECES_DIFFER", "BlackBox", "Piece", "PieceUnusable", "black_box",
     "call_part", "describe_piece", "diagnosing", "expect_gradients", "expect_wiring", "randomize_norms",
     # stock pieces and lazy modules
-    "STOCK_REPLACED", "StockPiece", "expect_replaced_pieces_written", "materialized", "new_graded_like", "noting_stock",
-    "with_stock", "without_unexpected_biases",
+    "STOCK_REPLACED", "StockPiece", "expect_replaced_pieces_written", "materialized", "new_graded_like", "new_with_stock",
+    "noting_stock", "with_stock", "without_unexpected_biases",
     # reference modules
     "seed_reference",
 ]

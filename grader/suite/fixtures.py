@@ -13,7 +13,7 @@ import pytest
 import torch
 from torch import nn
 
-from grader.suite.part_isolation import StockPiece, new_graded_like, with_stock
+from grader.suite.part_isolation import StockPiece, new_graded_like, new_with_stock
 from grader.suite.student_protocol import Remote, Student
 
 
@@ -78,5 +78,5 @@ def new_for_names(student: Student, stock_pieces: list[StockPiece]) -> Callable[
     """new_for_names(reference, class_name, *args): the student's module for a check of its
     own parameter names, stock pieces where its pieces' names are not the contract's."""
     def new(reference: nn.Module, class_name: str, *args, **kwargs) -> Remote:
-        return with_stock(student.new(class_name, *args, **kwargs), reference, stock_pieces)
+        return new_with_stock(student, reference, class_name, *args, stock=stock_pieces, **kwargs)
     return new

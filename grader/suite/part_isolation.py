@@ -324,6 +324,15 @@ def new_graded_like(student: Student, reference: nn.Module, class_name: str, *ar
     return built.module
 
 
+def new_with_stock(student: Student, reference: nn.Module, class_name: str, *args: Any,
+                   stock: Sequence[StockPiece] = (), **kwargs: Any) -> Remote:
+    """``with_stock(student.new(class_name, *args, **kwargs), reference, stock)``: built, moved
+    and inspected in one request, its own parameters kept (a check of its names)."""
+    built = student.build(class_name, args, kwargs, device=_device_of(reference))
+    _put_stock(built.module, built.inspection, reference, stock)
+    return built.module
+
+
 def with_stock(module: Remote, reference: nn.Module, stock: Sequence[StockPiece]) -> Remote:
     """Move ``module`` to the reference's device, and put a stock piece in place of each of
     its sub-modules that stands where the reference has a piece ``stock`` covers, but with

@@ -37,8 +37,8 @@ from grader.suite import (
     expect_contract_parameters,
     expect_named_tensors,
     materialized,
+    new_with_stock,
     seed_reference,
-    with_stock,
 )
 from reference.gpt import GPT
 from reference.hidden.a07 import helpers, variants
@@ -92,8 +92,8 @@ def trained(student, device) -> Trained:
     reference = GPT(len(CHARS), D_MODEL, HEADS, LAYERS, CONTEXT).to(device)
     initial = {name: p.detach().clone() for name, p in reference.named_parameters()}
     data = encode(CORPUS, device)
-    model = with_stock(student.new("GPT", len(CHARS), D_MODEL, HEADS, LAYERS, CONTEXT), reference,
-                       stock_pieces_of(student))
+    model = new_with_stock(student, reference, "GPT", len(CHARS), D_MODEL, HEADS, LAYERS, CONTEXT,
+                           stock=stock_pieces_of(student))
     head_bias = head_of_its_own(model, reference, data)
     model.load_parameters(initial)
     remote = student.define("helpers", HELPERS_SOURCE)
