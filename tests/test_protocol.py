@@ -27,6 +27,7 @@ from grader.sandbox.protocol import (
     Deadline,
     Encoder,
     Handle,
+    MessageTooLarge,
     PeerClosed,
     ProtocolError,
     decode,
@@ -321,6 +322,17 @@ class _Opaque:
 def test_encoder_without_to_handle_raises_typeerror(value):
     with pytest.raises(TypeError):
         Encoder().encode(value)
+
+
+def test_an_encoder_refuses_more_tensor_data_than_a_peer_accepts_before_copying_it():
+    encoder = Encoder()
+    half = torch.zeros(MAX_PAYLOAD_BYTES // 2, dtype=torch.uint8)
+    encoder.encode([half, half])  # exactly the bound: accepted
+    huge = torch.zeros(1, dtype=torch.uint8).expand(2**32)  # 4 GiB, a view of one byte: refused, not copied
+    with pytest.raises(MessageTooLarge, match="message too large: 4 GiB of tensors or more, where at most 64 MiB"):
+        Encoder().encode({"output": huge})
+    with pytest.raises(MessageTooLarge):
+        encoder.encode(torch.zeros(1, dtype=torch.uint8))  # one byte more, in the same message
 
 
 def test_encoder_with_to_handle_encodes_object_as_returned_handle(pair):

@@ -330,6 +330,8 @@ class _Server:
             return {"status": Status.OK, "value": encoder.encode(value), "unrecorded": unrecorded}, encoder.tensors
         except _NotFound as exc:
             return {"status": Status.NOT_FOUND, "name": str(exc)}, {}
+        except protocol.MessageTooLarge as exc:  # the reply: the trusted side would refuse it
+            return {"status": Status.BAD_REQUEST, "message": str(exc)}, {}
         except _StepFailed as exc:
             return {"status": Status.EXCEPTION, **describe_exception(exc.__cause__), "step": exc.step}, {}
         except BaseException as exc:

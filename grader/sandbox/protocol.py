@@ -69,6 +69,11 @@ class ProtocolError(Exception):
     """The peer sent something that is not a well-formed message."""
 
 
+class MessageTooLarge(ProtocolError):
+    """A value holds more tensor data than a peer accepts (:data:`MAX_PAYLOAD_BYTES`): said before
+    a byte of it is copied, by the side that would send it."""
+
+
 class PeerClosed(ProtocolError):
     """The peer closed the connection (for a child: it ended or was killed)."""
 
@@ -238,6 +243,7 @@ class Encoder:
         self.tensors: dict[str, torch.Tensor] = {}
         self.meta = False  # whether a meta tensor or the meta device was encoded
         self._to_handle = to_handle
+        self._payload_bytes = 0
 
     def encode(self, value: Any) -> Any:
         if isinstance(value, torch.Tensor) and value.is_meta:
@@ -247,6 +253,10 @@ class Encoder:
             if value.dtype not in _SAFETENSORS_NAMES:
                 raise TypeError(f"a tensor of dtype {value.dtype} cannot be sent to the grader (it takes "
                                 f"{', '.join(sorted(_DTYPES))})")
+            self._payload_bytes += value.numel() * value.element_size()
+            if self._payload_bytes > MAX_PAYLOAD_BYTES:  # the peer would refuse it: copy none of it
+                raise MessageTooLarge(f"message too large: {format_bytes(self._payload_bytes)} of tensors or more, "
+                                      f"where at most {format_bytes(MAX_PAYLOAD_BYTES)} are accepted")
             key = f"t{len(self.tensors)}"
             # safetensors wants contiguous CPU tensors that share no memory.
             self.tensors[key] = value.detach().to("cpu", copy=True).contiguous()
