@@ -16,7 +16,7 @@ import torch
 from grader.suite import randomize_norms
 from reference import as_submission
 from reference.gpt import GPT
-from reference.hidden.a07 import mutants, stock, variants
+from reference.hidden.a07 import helpers, mutants, stock, variants
 from reference.hidden.a07 import test_generate as generate_tests
 from tests.conftest import mutant
 
@@ -98,9 +98,15 @@ def test_the_stock_gpt_computes_what_the_reference_does():
 
 
 def test_the_gradients_test_model_shows_only_whether_autograd_records():
-    model = stock.GradientsShowingGPT(*ARGS).eval()
-    model.load_state_dict(_parameters(_model(GPT)), strict=False)
+    plain = _model(GPT)
+    model = helpers.showing_gradients(_model(GPT))
+    # The model generate is given: a GPT of the class it was, by every name generate could read.
+    assert isinstance(model, GPT) and type(model) is not GPT
+    assert (type(model).__name__, type(model).__qualname__, type(model).__module__) == (
+        GPT.__name__, GPT.__qualname__, GPT.__module__)
+    assert [name for name, _ in model.named_parameters()] == [name for name, _ in plain.named_parameters()]
     with torch.no_grad():
-        assert torch.equal(model(IDX)[0], stock.GPT.forward(model, IDX)[0])
-    recorded = model(IDX)[0]
-    assert bool((recorded.argmax(-1) == ARGS[0] - 1).all())
+        assert torch.equal(model(IDX)[0], plain(IDX)[0])
+    assert bool((model(IDX)[0].argmax(-1) == ARGS[0] - 1).all())
+    model.requires_grad_(False)  # autograd records nothing for it, as under no_grad
+    assert torch.equal(model(IDX)[0], plain(IDX)[0].detach())

@@ -13,15 +13,25 @@ parameter names are not the contract's (an ``nn.Sequential`` MLP, Karpathy's ``s
 """
 
 import functools
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
 from torch import nn
 
-from grader.suite import Remote, StockPiece, in_eval_mode, randomize_norms, seed_reference, without_unexpected_biases
+from grader.suite import (
+    CheckFailed,
+    Remote,
+    StockPiece,
+    StudentError,
+    in_eval_mode,
+    randomize_norms,
+    seed_reference,
+    without_unexpected_biases,
+)
 from reference.gpt import GPT, MLP, Block, Head, MultiHead
-from reference.hidden.a07 import stock
+from reference.hidden.a07 import helpers, stock
 
 D_MODEL, NUM_HEADS, CONTEXT, VOCAB, NUM_LAYERS = 16, 2, 8, 11, 2
 HEAD_SIZE = D_MODEL // NUM_HEADS
@@ -32,6 +42,7 @@ SHAPE_HINT = "a parameter has the wrong shape; check the nn.Linear and nn.Embedd
 PIECE_CLASSES = {"Head": (D_MODEL, HEAD_SIZE, CONTEXT), "MultiHead": (D_MODEL, NUM_HEADS, CONTEXT), "MLP": (D_MODEL,),
                  "Block": (D_MODEL, NUM_HEADS, CONTEXT)}
 STOCK_SOURCE = Path(stock.__file__).read_text(encoding="utf-8")
+HELPERS_SOURCE = Path(helpers.__file__).read_text(encoding="utf-8")  # no answers: see helpers.py
 
 
 def params(module: nn.Module) -> dict[str, torch.Tensor]:
@@ -112,28 +123,43 @@ def student_mlp(student, reference_mlp):
 
 @pytest.fixture
 def student_multihead(new_graded, reference_multihead):
-    return in_eval_mode(new_graded(reference_multihead, "MultiHead", D_MODEL, NUM_HEADS, CONTEXT))
+    return graded_multihead(new_graded, reference_multihead)
 
 
 @pytest.fixture
 def student_block(new_graded, reference_block):
-    return in_eval_mode(new_graded(reference_block, "Block", D_MODEL, NUM_HEADS, CONTEXT))
+    return graded_block(new_graded, reference_block)
 
 
 @pytest.fixture
 def student_gpt(new_graded, reference_gpt):
-    return in_eval_mode(without_unexpected_biases(new_graded(reference_gpt, "GPT", *GPT_ARGS), reference_gpt))
+    return graded_gpt(new_graded, reference_gpt)
+
+
+def graded_multihead(new_graded, reference: nn.Module) -> Remote:
+    return in_eval_mode(new_graded(reference, "MultiHead", D_MODEL, NUM_HEADS, CONTEXT))
+
+
+def graded_block(new_graded, reference: nn.Module) -> Remote:
+    return in_eval_mode(new_graded(reference, "Block", D_MODEL, NUM_HEADS, CONTEXT))
+
+
+def graded_gpt(new_graded, reference: nn.Module) -> Remote:
+    return in_eval_mode(without_unexpected_biases(new_graded(reference, "GPT", *GPT_ARGS), reference))
 
 
 @pytest.fixture
-def with_stock_pieces(stock_pieces):
-    """with_stock_pieces(module, reference, paths): ``module`` with its pieces at ``paths``
-    ("heads.0", "attn", "blocks.1") replaced by stock twins holding the reference's weights.
-    For inputs shorter than the context: a piece that cannot handle them (a tril not cropped)
-    is graded where it is written, and the part on its own handling of them."""
+def own_else_stock_pieces(stock_pieces):
+    """own_else_stock_pieces(check, build, reference, paths), for inputs shorter than the
+    context: ``check(build(), False)``, the student's module with its own pieces; where that
+    fails, ``check(module, True)`` on a fresh ``build()`` whose pieces at ``paths`` ("heads.0",
+    "attn", "blocks.1") are stock twins holding the reference's weights, which decides. So a
+    piece that cannot handle them (a tril not cropped) is graded where it is written, and the
+    part on its own handling of them; and a part whose own pieces handle them gets no stock
+    piece: they are answers, and the process that receives one ends with the test."""
     by_class = {piece.name: piece for piece in stock_pieces}
 
-    def replace(module: Remote, reference: nn.Module, paths: list[str]) -> Remote:
+    def with_stock_pieces(module: Remote, reference: nn.Module, paths: list[str]) -> Remote:
         for path in paths:
             sub = reference.get_submodule(path)
             twin = by_class[type(sub).__name__].build(sub)
@@ -148,4 +174,13 @@ def with_stock_pieces(stock_pieces):
             else:
                 owner.method("__setattr__", last, twin)
         return module
-    return replace
+
+    def run(check: Callable[[Remote, bool], None], build: Callable[[], Remote], reference: nn.Module,
+            paths: list[str]) -> None:
+        try:
+            check(build(), False)
+            return
+        except (CheckFailed, StudentError):
+            pass  # the stock twins decide
+        check(with_stock_pieces(build(), reference, paths), True)
+    return run

@@ -1,13 +1,16 @@
-"""Grader-owned helpers for 07's generate and end_to_end, run in the student's process.
+"""Grader-owned helpers for 07's GPT, generate and end_to_end, run in the student's process.
 
 The suite sends this file's text with ``student.define``; it needs only torch and is written
-independently of ``reference/``. Nothing here is a model or steers one, and nothing it does
-is taken as a verdict: the suite checks the tokens that ``generate`` returns, and computes
-losses and greedy decodings itself from parameters it fetches and checks.
+independently of ``reference/``. Nothing here computes what a part asks for (no answers, so
+the process that receives it serves later tests), and nothing it does is taken as a verdict:
+the suite checks the tokens that ``generate`` returns and the gradients a model computes, and
+computes losses and greedy decodings itself from parameters it fetches and checks.
 
 - :func:`make_generator`: a seeded ``torch.Generator`` on a device, as a caller makes one.
 - :func:`seed`: the process's global seed, before the stock training loop.
 - :func:`train`: the stock training loop of end_to_end (AdamW, random windows of a corpus).
+- :func:`showing_gradients`: a GPT whose logits show whether autograd records for it.
+- :class:`LogitsOnly`: a GPT seen through its logits, for a gradient check.
 """
 
 import torch
@@ -39,3 +42,38 @@ def train(model: nn.Module, data: torch.Tensor, steps: int, batch_size: int, con
         loss.backward()
         optimizer.step()
     model.eval()
+
+
+def showing_gradients(model: nn.Module) -> nn.Module:
+    """``model`` (a GPT that computes what the contract's does), but while autograd records for
+    its parameters its logits put all the probability on the last token of the vocabulary. No
+    real model's values show whether it ran with gradients, so generate's "no gradients" is
+    graded with this one. It stays an instance of a class of its own class's name, module and
+    parameters, a subclass of it: a generate sees the model it was given."""
+    own = type(model)
+
+    def forward(self, *args, **kwargs):
+        records = torch.is_grad_enabled() and any(p.requires_grad for p in self.parameters())
+        logits, loss = own.forward(self, *args, **kwargs)
+        if records:
+            logits = torch.full_like(logits, -30.0)
+            logits[..., -1] = 30.0
+        return logits, loss
+
+    model.__class__ = type(own.__name__, (own,), {"forward": forward, "__module__": own.__module__,
+                                                   "__qualname__": own.__qualname__})
+    return model
+
+
+class LogitsOnly(nn.Module):
+    """A GPT seen through its logits, ``model(idx)[0]``, with the GPT's own parameter names:
+    for a gradient check, whose loss is an inner product with one output tensor."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        for name, child in model.named_children():
+            self.add_module(name, child)
+        object.__setattr__(self, "model", model)  # not registered: its parameters are the children's
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        return self.model(idx)[0]

@@ -10,8 +10,7 @@ needs only torch; it computes what the contract says, written independently of `
 
 :class:`GPT` is the model generate is graded with when the student's own GPT does not compute
 what the contract's GPT does with the same parameters (a GPT mistake costs points in GPT
-only); :class:`GradientsShowingGPT` is the one test double whose behaviour no real model has
-(see the generate tests).
+only; see the generate tests).
 """
 
 import math
@@ -105,30 +104,3 @@ class GPT(nn.Module):
         logits = self.lm_head(self.ln_f(x))
         loss = None if targets is None else F.cross_entropy(logits.flatten(0, 1), targets.flatten())
         return logits, loss
-
-
-class GradientsShowingGPT(GPT):
-    """The stock GPT, but while autograd records (gradients on) its logits put all the
-    probability on the last token of the vocabulary. No real model's values show whether it
-    ran with gradients, so generate's contract "no gradients" is graded with this one."""
-
-    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
-        logits, loss = super().forward(idx, targets)
-        if logits.requires_grad:  # its parameters do: so autograd is recording
-            logits = torch.full_like(logits, -30.0)
-            logits[..., -1] = 30.0
-        return logits, loss
-
-
-class LogitsOnly(nn.Module):
-    """A GPT seen through its logits, ``model(idx)[0]``, with the GPT's own parameter names:
-    for a gradient check, whose loss is an inner product with one output tensor."""
-
-    def __init__(self, model: nn.Module):
-        super().__init__()
-        for name, child in model.named_children():
-            self.add_module(name, child)
-        object.__setattr__(self, "model", model)  # not registered: its parameters are the children's
-
-    def forward(self, idx: torch.Tensor) -> torch.Tensor:
-        return self.model(idx)[0]

@@ -25,7 +25,6 @@ and the first 12 characters.
 """
 
 import copy
-from pathlib import Path
 from typing import NamedTuple
 
 import pytest
@@ -42,7 +41,7 @@ from grader.suite import (
 )
 from reference.gpt import GPT
 from reference.hidden.a07 import helpers, variants
-from reference.hidden.a07.conftest import stock_pieces_of
+from reference.hidden.a07.conftest import HELPERS_SOURCE, stock_pieces_of
 from reference.hidden.a07.test_gpt import tied
 
 pytestmark = pytest.mark.part("end_to_end")
@@ -52,7 +51,6 @@ CHARS = sorted(set(CORPUS))
 CONTEXT, D_MODEL, HEADS, LAYERS = 16, 16, 2, 1
 STEPS, BATCH, LR, SEED = 100, 16, 1e-2, 0
 MAX_LOSS, CONTINUATION = 0.5, 12
-HELPERS_SOURCE = Path(helpers.__file__).read_text(encoding="utf-8")
 # The contract's architecture first, then each mistake's.
 ARCHITECTURES = {None: {}, **variants.ARCHITECTURE_MISTAKES}
 

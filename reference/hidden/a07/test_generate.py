@@ -17,8 +17,9 @@ contract's GPT written for the grader, instead. Whether generate puts the model 
 shows through dropout, as with any real model: the test uses the student's GPT when its
 dropout changes its output, else the stock GPT, whose dropout acts on the embeddings.
 Whether generate runs without gradients shows in no real model's values: that test alone
-uses a model no caller has, the stock GPT whose logits put all the probability on the last
-token while autograd records.
+uses a model no caller has, the same GPT (the student's, else the stock one) turned into a
+subclass of its own class, of its name, whose logits put all the probability on the last
+token while autograd records (``helpers.showing_gradients``).
 
 Nothing here depends on the order in which random numbers are drawn: a distribution is
 checked on many samples at once (N rows of one call, one new token each), greedy decoding
@@ -35,7 +36,6 @@ than 0.15 on some token, 3.5 times the widest bound (0.043 at N = 4000).
 
 import math
 from functools import cache
-from pathlib import Path
 
 import pytest
 import torch
@@ -50,7 +50,8 @@ from grader.suite import (
     is_close,
 )
 from reference.gpt import GPT
-from reference.hidden.a07 import helpers, stock, variants
+from reference.hidden.a07 import variants
+from reference.hidden.a07.conftest import HELPERS_SOURCE, STOCK_SOURCE
 
 pytestmark = pytest.mark.part("generate")
 
@@ -65,8 +66,6 @@ SHARP = 30.0
 # 27% of the rows (measured for every token): 256 rows all agree with eval mode by chance
 # with probability below 1e-30.
 DROPOUT, EVAL_ROWS = 0.5, 256
-HELPERS_SOURCE = Path(helpers.__file__).read_text(encoding="utf-8")
-STOCK_SOURCE = Path(stock.__file__).read_text(encoding="utf-8")
 
 
 def table(sharpness: float = 1.0) -> torch.Tensor:
@@ -108,8 +107,8 @@ def logits_after(idx: torch.Tensor, sharpness: float = 1.0) -> torch.Tensor:
 
 
 def build(student, device, sharpness: float, *, kind: str = "own", dropout: float = 0.0):
-    """The model handed to generate: the student's GPT (``kind`` "own") or a stock one
-    ("GPT", "GradientsShowingGPT"), built as a caller builds it, holding the chosen parameters."""
+    """The model handed to generate: the student's GPT (``kind`` "own") or the stock one
+    ("GPT"), built as a caller builds it, holding the chosen parameters."""
     args = (VOCAB, D_MODEL, HEADS, 0, CONTEXT)
     if kind == "own":
         model = student.new("GPT", *args, dropout=dropout)
@@ -334,7 +333,10 @@ def test_generate_puts_the_model_in_eval_mode(student, make_model, own_dropout_s
 
 
 def test_generate_runs_without_gradients(student, make_model, generator, device):
-    model = make_model(SHARP, kind="GradientsShowingGPT")
+    try:
+        model = student.define("helpers", HELPERS_SOURCE).method("showing_gradients", make_model(SHARP))
+    except StudentError:  # a GPT that cannot be built or subclassed so again: the stock GPT can
+        model = student.define("helpers", HELPERS_SOURCE).method("showing_gradients", make_model(SHARP, kind="GPT"))
     idx = torch.tensor([[1], [3]], device=device)
     what = "generate(model, idx: (2, 1), 1)"
     tokens = student.call("generate", model, idx, 1, generator=generator(12))

@@ -26,9 +26,17 @@ from grader.suite import (
     without_unexpected_biases,
 )
 from reference.gpt import GPT
-from reference.hidden.a07 import stock, variants
-from reference.hidden.a07.conftest import (CONTEXT, GPT_ARGS, NUM_LAYERS, PIECE_CLASSES, SHAPE_HINT, STOCK_SOURCE,
-                                           VOCAB)
+from reference.hidden.a07 import helpers, variants
+from reference.hidden.a07.conftest import (
+    CONTEXT,
+    GPT_ARGS,
+    HELPERS_SOURCE,
+    NUM_LAYERS,
+    PIECE_CLASSES,
+    SHAPE_HINT,
+    VOCAB,
+    graded_gpt,
+)
 
 pytestmark = pytest.mark.part("GPT")
 
@@ -141,13 +149,16 @@ def test_gpt_logits(student_gpt, reference_gpt, make_tokens):
 
 
 @pytest.mark.part("GPT", points=2)
-def test_gpt_shorter_than_the_context(student_gpt, reference_gpt, with_stock_pieces, make_tokens):
-    # With stock blocks: a Head that cannot take T < context_length costs points in Head; the
-    # GPT's own part is the positions it adds, position_embedding(arange(T)).
-    model = with_stock_pieces(student_gpt, reference_gpt, [f"blocks.{i}" for i in range(NUM_LAYERS)])
-    for length, seed in ((5, 603), (1, 604)):
-        expect_gpt(f"GPT(idx: (2, {length})) with stock blocks", model, reference_gpt,
-                   make_tokens(2, length, seed=seed))
+def test_gpt_shorter_than_the_context(new_graded, reference_gpt, own_else_stock_pieces, make_tokens):
+    # Else with stock blocks: a Head that cannot take T < context_length costs points in Head;
+    # the GPT's own part is the positions it adds, position_embedding(arange(T)).
+    def check(model, stock):
+        for length, seed in ((5, 603), (1, 604)):
+            expect_gpt(f"GPT(idx: (2, {length})){' with stock blocks' if stock else ''}", model, reference_gpt,
+                       make_tokens(2, length, seed=seed))
+
+    own_else_stock_pieces(check, lambda: graded_gpt(new_graded, reference_gpt), reference_gpt,
+                          [f"blocks.{i}" for i in range(NUM_LAYERS)])
 
 
 @pytest.mark.part("GPT", points=2)
@@ -185,9 +196,9 @@ def test_gpt_dropout_is_off_in_eval_mode(new_graded, reference_gpt, make_tokens)
 
 def test_gpt_gradients_reach_every_submodule(student, student_gpt, reference_gpt, make_tokens, make_input):
     # Seen through its logits: the check's loss is an inner product with one output tensor.
-    logits_only = student.define("stock", STOCK_SOURCE, answers=True).method("LogitsOnly", student_gpt)
+    logits_only = student.define("helpers", HELPERS_SOURCE).method("LogitsOnly", student_gpt)
     with naming_tying(student_gpt):
-        expect_gradients("GPT", logits_only, stock.LogitsOnly(reference_gpt), (make_tokens(2, CONTEXT, seed=609),),
+        expect_gradients("GPT", logits_only, helpers.LogitsOnly(reference_gpt), (make_tokens(2, CONTEXT, seed=609),),
                          make_input(2, CONTEXT, VOCAB, seed=610), inputs={})
 
 

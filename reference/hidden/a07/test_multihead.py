@@ -23,7 +23,7 @@ from grader.suite import (
 )
 from reference.gpt import MultiHead
 from reference.hidden.a07 import variants
-from reference.hidden.a07.conftest import CONTEXT, D_MODEL, NUM_HEADS, PIECE_CLASSES, SHAPE_HINT
+from reference.hidden.a07.conftest import CONTEXT, D_MODEL, NUM_HEADS, PIECE_CLASSES, SHAPE_HINT, graded_multihead
 
 pytestmark = pytest.mark.part("MultiHead")
 
@@ -79,12 +79,15 @@ def test_multihead_values(student_multihead, reference_multihead, make_input):
 
 
 @pytest.mark.part("MultiHead", points=2)
-def test_multihead_shorter_than_the_context(student_multihead, reference_multihead, with_stock_pieces, make_input):
-    # With stock heads: a Head that cannot take T < context_length costs points in Head.
-    module = with_stock_pieces(student_multihead, reference_multihead, [f"heads.{i}" for i in range(NUM_HEADS)])
-    for length, seed in ((5, 403), (1, 406)):
-        expect_multihead(f"MultiHead(x: (2, {length}, {D_MODEL})) with stock heads", module, reference_multihead,
-                         make_input(2, length, D_MODEL, seed=seed))
+def test_multihead_shorter_than_the_context(new_graded, reference_multihead, own_else_stock_pieces, make_input):
+    # Else with stock heads: a Head that cannot take T < context_length costs points in Head.
+    def check(module, stock):
+        for length, seed in ((5, 403), (1, 406)):
+            expect_multihead(f"MultiHead(x: (2, {length}, {D_MODEL})){' with stock heads' if stock else ''}", module,
+                             reference_multihead, make_input(2, length, D_MODEL, seed=seed))
+
+    own_else_stock_pieces(check, lambda: graded_multihead(new_graded, reference_multihead), reference_multihead,
+                          [f"heads.{i}" for i in range(NUM_HEADS)])
 
 
 def test_multihead_rejects_d_model_not_divisible_by_num_heads(student):
