@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import jsonschema
@@ -17,7 +18,7 @@ from grader.core.report import GradeReport, Status, load_schema
 from grader.engine.api import grade
 from grader.sandbox import cgroups, landlock, namespaces, seccomp
 from grader.sandbox.limits import Limits
-from grader.sandbox.zygote import ZygoteServer
+from grader.sandbox.zygote import Zygote, ZygoteServer
 from reference import as_submission
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -70,6 +71,23 @@ def notebook_text(*cells: str, markdown_first: bool = True) -> str:
     nb_cells = [new_markdown_cell("# My solution")] if markdown_first else []
     nb_cells += [new_code_cell(source) for source in cells]
     return nbformat.writes(new_notebook(cells=nb_cells))
+
+
+@pytest.fixture
+def student_processes(monkeypatch, tmp_path) -> Callable[[], int]:
+    """How many student processes the gradings started from now on. Counted in a file: they
+    are started from the suite's process, a fork of this one."""
+    started = tmp_path / "student-processes"
+    started.touch()
+    spawn = Zygote.spawn
+
+    def counted(zygote: Zygote):
+        with started.open("a") as file:
+            file.write(".")
+        return spawn(zygote)
+
+    monkeypatch.setattr(Zygote, "spawn", counted)
+    return lambda: len(started.read_text())
 
 
 @pytest.fixture

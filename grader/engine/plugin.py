@@ -178,27 +178,36 @@ class GradingPlugin:
 
     def _try_stock_parts(self, session: pytest.Session) -> None:
         """Once every test has run (and every fixture is torn down): each failing test of a part
-        that uses failing parts runs again, with stock parts standing in for those."""
+        that uses failing parts runs again, with stock parts standing in for those. The reruns
+        that stock the same parts share one student process, given those parts before its first
+        request and ended with the last of them (they are answers): a fresh one sees none of the
+        student's own parts at work, and none outlives the stock parts it was given."""
         failing = {test.part for test in self._tests.values() if test.verdict is not None
                    and test.verdict.outcome not in (Outcome.PASSED, Outcome.SKIPPED)}
+        reruns: dict[tuple[str, ...], list[pytest.Item]] = {}
         for item in session.items:
             test = self._tests.get(item.nodeid)
             used = tuple(part for part in self._stand_ins.uses.get(test.part, ()) if part in failing)
             if used and _worth_rerunning(test.verdict):
-                passed, rerun = self._passes_with_stock(item, used)
-                own_hint = rerun.hint if not passed and _worth_rerunning(rerun) and rerun.hint else test.verdict.hint
-                self._tests[item.nodeid] = replace(test, verdict=replace(test.verdict, passes_with_stock=passed,
-                                                                         hint=own_hint))
+                reruns.setdefault(used, []).append(item)
+        for used, items in reruns.items():
+            with self._session.standing_in(self._stand_ins.source_for(used), used):
+                for item in items:
+                    passed, rerun = self._passes_with_stock(item)
+                    test = self._tests[item.nodeid]
+                    own_hint = (rerun.hint if not passed and _worth_rerunning(rerun) and rerun.hint
+                                else test.verdict.hint)
+                    self._tests[item.nodeid] = replace(test, verdict=replace(test.verdict, passes_with_stock=passed,
+                                                                             hint=own_hint))
 
-    def _passes_with_stock(self, item: pytest.Item, used: tuple[str, ...]) -> tuple[bool, Verdict | None]:
-        """Whether ``item`` passes when the stock parts stand in for ``used``, and how it ended
-        then: run from scratch (its fixtures set up and torn down again, so none holds what the
-        student's own parts built), in a fresh student process that ends with it (they are answers)."""
+    def _passes_with_stock(self, item: pytest.Item) -> tuple[bool, Verdict | None]:
+        """Whether ``item`` passes with the stock parts standing in, and how it ended then: run
+        from scratch (its fixtures set up and torn down again, so none holds what the student's
+        own parts built)."""
         self._rerunning, self._rerun_verdict = True, None
         try:
-            with self._session.standing_in(self._stand_ins.source_for(used), used):
-                item._initrequest()
-                reports = runtestprotocol(item, log=False, nextitem=None)
+            item._initrequest()
+            reports = runtestprotocol(item, log=False, nextitem=None)
         finally:
             self._rerunning = False
         return all(report.passed for report in reports), self._rerun_verdict

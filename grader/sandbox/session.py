@@ -151,14 +151,16 @@ class StudentSession:
     def standing_in(self, source: str, names: Sequence[str]) -> Iterator[None]:
         """Within the block, the submission's ``names`` are the definitions of that name in
         ``source`` (grader-owned stock parts, answers): in a fresh child, before its first
-        request, so every object the block builds calls them. That child ends with the block."""
+        request, so every object the block builds calls them. That child serves the whole block,
+        whose tests all hold the same stock parts (a test that is given other answers still ends
+        its child, and the next one gets the stock parts again), and ends with the block."""
         previous, self._stand_ins = self._stand_ins, (source, tuple(names))
         self._process.renew()
         try:
             yield
         finally:
             self._stand_ins = previous
-            self._process.renew()
+            self._process.close()  # the next request starts a child without them
 
     def end_test(self) -> None:
         """A test is over: end the child if it holds answers (see :meth:`define`)."""
@@ -238,7 +240,7 @@ class StudentSession:
     def _stand_in(self, source: str, names: tuple[str, ...]) -> None:
         """Put the stock parts in place in the live child (see :meth:`standing_in`)."""
         self._stood_in = self._process.generation
-        stock = self.define("stock parts", source, answers=True)
+        stock = self.define("stock parts", source)  # answers, but the block's own: its child ends with it
         self._request({"op": "stand_in", "handle": stock.handle.id, "names": list(names)}, "grader stock parts",
                       (), {})
 
