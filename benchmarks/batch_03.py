@@ -1,11 +1,13 @@
 """Benchmark: batch-grade N generated submissions of assignment 03.
 
-    python benchmarks/batch_03.py [--count 200] [--jobs 2]
+    python benchmarks/batch_03.py [--count 200] [--jobs 2] [--mix course|mistakes]
 
 Prints seconds per submission next to the time of `python -c "import torch"` measured
-in the same run, on the same machine. The mix: a quarter each of correct modules,
+in the same run, on the same machine. The course mix: a quarter each of correct modules,
 buggy modules (the example with its sqrt(d_model) mistake), correct notebooks and
-untouched stub notebooks. While the batch runs, the driver (the `grade batch` process) is
+untouched stub notebooks. The mistakes mix: the reference with each of 03's named mistakes
+in turn (reference/hidden/a03/mutants.py), so a failing test is often run again with the
+grader's stock parts. While the batch runs, the driver (the `grade batch` process) is
 looked at twice a second: its resident memory and how many reports it has written, so a
 class of 1000 shows whether memory stays flat, whether time grows linearly, and how long the
 results folder and class report take once the last report is in.
@@ -26,16 +28,20 @@ from common import ROOT, import_torch_s
 from nbformat.v4 import new_code_cell, new_notebook
 
 from reference import as_submission
+from reference.hidden.a03.mutants import MUTANTS
 
 
-def make_submissions(folder: Path, count: int) -> None:
+def make_submissions(folder: Path, count: int, mix: str = "course") -> None:
     correct = as_submission("multihead")
-    kinds = [
-        ("py", correct),
-        ("py", (ROOT / "examples/03/submission.py").read_text()),
-        ("ipynb", nbformat.writes(new_notebook(cells=[new_code_cell(correct)]))),
-        ("ipynb", (ROOT / "assignments/03/mha.ipynb").read_text()),
-    ]
+    if mix == "mistakes":
+        kinds = [("py", correct.replace(old, new)) for (old, new), _ in MUTANTS.values()]
+    else:
+        kinds = [
+            ("py", correct),
+            ("py", (ROOT / "examples/03/submission.py").read_text()),
+            ("ipynb", nbformat.writes(new_notebook(cells=[new_code_cell(correct)]))),
+            ("ipynb", (ROOT / "assignments/03/mha.ipynb").read_text()),
+        ]
     for index in range(count):
         suffix, text = kinds[index % len(kinds)]
         student = folder / f"student{index:04d}"
@@ -78,12 +84,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=200)
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--mix", choices=("course", "mistakes"), default="course")
     args = parser.parse_args()
 
     import_s = import_torch_s()
     with tempfile.TemporaryDirectory() as tmp:
         folder, out = Path(tmp, "submissions"), Path(tmp, "results")
-        make_submissions(folder, args.count)
+        make_submissions(folder, args.count, args.mix)
         batch_s, result, samples = run_watched(
             [sys.executable, "-m", "grader.cli", "batch", "assignments/03", str(folder), "--out", str(out),
              "--jobs", str(args.jobs), "--device", "cpu"], out / "reports")

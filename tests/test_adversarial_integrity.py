@@ -222,3 +222,39 @@ def test_parts_that_borrow_the_graders_stock_pieces_score_what_the_stub_scores(g
     assert_valid(report)
     assert report.status == "graded", report.error
     assert report.score == stub.score == 0, [(p.id, p.score) for p in report.parts]
+
+
+# A stock piece stands in for an MLP whose names are not the contract's (nn.Sequential), so the
+# GPT's wiring is graded; the GPT itself forgets its final LayerNorm, and then looks for the
+# grader's stock GPT in its process, to compute with instead. Before, the whole stock module was
+# sent with the piece, its GPT among them: the GPT scored 14 of 15, against 4 without the search.
+SEQUENTIAL_MLP = (
+    ('''        self.fc = nn.Linear(d_model, 4 * d_model)
+        self.proj = nn.Linear(4 * d_model, d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.dropout(self.proj(F.gelu(self.fc(x))))''',
+     '''        self.net = nn.Sequential(nn.Linear(d_model, 4 * d_model), nn.GELU(), nn.Linear(4 * d_model, d_model),
+                                 nn.Dropout(dropout))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)'''),
+    ("        logits = self.lm_head(self.ln_f(x))", "        logits = self.lm_head(x)"),
+)
+BORROWS_THE_STOCK_GPT = ("        logits = self.lm_head(x)", '''        logits = self.lm_head(x)
+        for obj in gc.get_objects():
+            if isinstance(obj, type) and obj.__name__ == "GPT" and obj is not GPT:
+                twin = obj(self.token_embedding.num_embeddings, self.token_embedding.embedding_dim,
+                           len(self.blocks[0].attn.heads), len(self.blocks), self.context_length)
+                twin.load_state_dict(self.state_dict(), strict=False)
+                logits = twin.to(idx.device).eval()(idx)[0]''')
+
+
+def test_a_gpt_finds_no_stock_gpt_beside_the_stock_piece_it_is_given(grade_source):
+    honest = as_submission("gpt")
+    for old, new in SEQUENTIAL_MLP:
+        honest = mutant(honest, old, new)
+    borrower = "import gc\n" + mutant(honest, *BORROWS_THE_STOCK_GPT)
+    scores = [part(grade_source(source, assignment=ASSIGNMENTS / "07"), "GPT").score for source in (honest, borrower)]
+    assert scores == [4, 4]  # 11 of 15 lost to the missing final LayerNorm, in both

@@ -26,7 +26,7 @@ MAY_IMPORT = {
     "similarity": {"core", "results"},
     "views": {"core", "results", "similarity"},
     "sandbox": {"core", "source"},
-    "suite": {"core", "sandbox"},
+    "suite": {"core", "source", "sandbox"},
     "engine": {"core", "source", "results", "similarity", "views", "sandbox", "suite"},
     "export": {"core", "results", "views", "engine"},
     "student": {"core", "views", "sandbox"},  # sandbox: only its default limits, no process

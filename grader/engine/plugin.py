@@ -18,22 +18,19 @@ so it never scores (the first run's evidence prices the rubric).
 
 from __future__ import annotations
 
-import ast
 from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from functools import cached_property
 
 import pytest
 import torch
 from _pytest.runner import runtestprotocol
 
 from grader.core import hints
-from grader.core.ingest import Cell, Program
 from grader.core.outcome import TestOutcome, Verdict
 from grader.core.report import Outcome
 from grader.sandbox.errors import StudentCrashed, StudentException, StudentNotFound, StudentTimeout
 from grader.sandbox.session import StudentSession
-from grader.source.parsed import ParsedSource, Statement
+from grader.source.definitions import source_defining
 from grader.suite import fixtures as suite_fixtures
 from grader.suite.checks import CheckFailed
 
@@ -76,31 +73,11 @@ class StandIns:
     uses: Mapping[str, tuple[str, ...]]
 
     def source_for(self, names: Sequence[str]) -> str:
-        """What of ``source`` the stock ``names`` need: its imports and the top-level statements
-        that bind those names or what they use, transitively; nothing else. A stock part is an
-        answer, and a test that passes with it in place is charged to the part it stands for:
+        """What of ``source`` the stock ``names`` need (:func:`source_defining`). A stock part is
+        an answer, and a test that passes with it in place is charged to the part it stands for:
         the child it is sent to must not find beside it the answer of the part under test (a
         stock scaled_dot_product_attention next to the stock softmax it uses)."""
-        keep: set[int] = set()
-        pending, reached = list(names), set()
-        while pending:
-            name = pending.pop()
-            if name in reached:
-                continue
-            reached.add(name)
-            for index, statement in enumerate(self._statements):
-                if name in statement.binds and index not in keep:
-                    keep.add(index)
-                    pending.extend((*statement.loads, *statement.annotation_loads))
-        kept = [statement.node for index, statement in enumerate(self._statements)
-                if index in keep or isinstance(statement.node, (ast.Import, ast.ImportFrom))]
-        return ast.unparse(ast.Module(body=kept, type_ignores=[]))
-
-    @cached_property
-    def _statements(self) -> list[Statement]:
-        """``source``'s top-level statements and the module-level names each binds and reads,
-        parsed once for all the reruns of a submission."""
-        return ParsedSource(Program("module", (Cell(self.source, "stock"),))).statements
+        return source_defining(self.source, names)
 
 
 class GradingPlugin:

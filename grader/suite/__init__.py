@@ -111,7 +111,10 @@ Stock pieces: build a composite part with :func:`new_graded_like` (``student.new
 contract's is replaced, in the student's process, by grader-owned code holding the
 reference's weights (:func:`with_stock` does it to a module already built, :func:`new_with_stock`
 to one it builds, keeping its own weights for a check of its names), and
-:func:`noting_stock` adds ``STOCK_REPLACED`` to the hint of a check that fails on it. The
+:func:`noting_stock` adds ``STOCK_REPLACED`` to the hint of a check that fails on it. The stock
+code is an answer: send only what the piece needs, ``student.define("stock",
+source_defining(STOCK_SOURCE, ["StockMLP"]), answers=True)``, never the whole file, whose other
+classes answer other parts (the one under test among them). The
 names then cost points where the piece's own class is graded; when the student never wrote that
 class, :func:`expect_replaced_pieces_written` charges them to the part that holds the piece. A
 bias the contract's layer lacks is loaded as zero for the values (:func:`without_unexpected_biases`),
@@ -133,6 +136,7 @@ from grader.core.hints import (
 )
 from grader.sandbox.errors import StudentCrashed, StudentError, StudentException, StudentNotFound, StudentTimeout
 from grader.sandbox.session import Backward
+from grader.source.definitions import source_defining
 from grader.suite.checks import (
     CheckFailed,
     describe_difference,
@@ -209,7 +213,7 @@ __all__ = [
     "call_part", "describe_piece", "diagnosing", "expect_gradients", "expect_wiring", "randomize_norms",
     # stock pieces and lazy modules
     "STOCK_REPLACED", "StockPiece", "expect_replaced_pieces_written", "materialized", "new_graded_like", "new_with_stock",
-    "noting_stock", "with_stock", "without_unexpected_biases",
+    "noting_stock", "source_defining", "with_stock", "without_unexpected_biases",
     # reference modules
     "seed_reference",
 ]

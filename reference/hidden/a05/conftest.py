@@ -36,6 +36,7 @@ from grader.suite import (
     is_close,
     randomize_norms,
     seed_reference,
+    source_defining,
 )
 from reference.hidden.a05 import stock, variants
 from reference.layers import DecoderLayer, EncoderLayer, FeedForward, Transformer
@@ -96,11 +97,12 @@ STOCK_SOURCE = Path(stock.__file__).read_text(encoding="utf-8")
 @pytest.fixture
 def stock_pieces(student) -> list[StockPiece]:
     """Stand-ins for the FeedForward and MultiHeadAttention inside a layer, in the student's process,
-    sent there only when a piece needs one (they are answers: see ``student.define``)."""
-    remote = functools.cache(lambda: student.define("stock", STOCK_SOURCE, answers=True))
-    return [StockPiece("FeedForward", lambda ffn: remote().method(
+    sent there only when a piece needs one, and each with only what it needs of ``stock.py``: they
+    are answers (see ``student.define``), and the others there answer other parts."""
+    stock = functools.cache(lambda name: student.define("stock", source_defining(STOCK_SOURCE, [name]), answers=True))
+    return [StockPiece("FeedForward", lambda ffn: stock("StockFeedForward").method(
                 "StockFeedForward", ffn.linear1.in_features, ffn.linear1.out_features, ffn.dropout.p)),
-            StockPiece("MultiHeadAttention", lambda mha: remote().method(
+            StockPiece("MultiHeadAttention", lambda mha: stock("StockMultiHeadAttention").method(
                 "StockMultiHeadAttention", mha.W_q.in_features, mha.num_heads, mha.dropout.p, mha.W_q.bias is not None))]
 
 

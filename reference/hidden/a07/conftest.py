@@ -28,6 +28,7 @@ from grader.suite import (
     in_eval_mode,
     randomize_norms,
     seed_reference,
+    source_defining,
     without_unexpected_biases,
 )
 from reference.gpt import GPT, MLP, Block, Head, MultiHead
@@ -93,16 +94,17 @@ def stock_pieces(student) -> list[StockPiece]:
 
 def stock_pieces_of(student) -> list[StockPiece]:
     """Stand-ins for a Block inside a GPT, the MultiHead and MLP inside a Block and a Head inside a
-    MultiHead, in the student's process, sent there only when a piece needs one (they are
-    answers: see ``student.define``)."""
-    remote = functools.cache(lambda: student.define("stock", STOCK_SOURCE, answers=True))
-    return [StockPiece("Head", lambda head: remote().method(
+    MultiHead, in the student's process, sent there only when a piece needs one, and each with
+    only what it needs of ``stock.py``: they are answers (see ``student.define``), and the
+    others there answer other parts."""
+    stock = functools.cache(lambda name: student.define("stock", source_defining(STOCK_SOURCE, [name]), answers=True))
+    return [StockPiece("Head", lambda head: stock("StockHead").method(
                 "StockHead", D_MODEL, head.key.out_features, head.tril.size(0))),
-            StockPiece("Block", lambda block: remote().method(
+            StockPiece("Block", lambda block: stock("StockBlock").method(
                 "StockBlock", D_MODEL, len(block.attn.heads), block.attn.heads[0].tril.size(0))),
-            StockPiece("MultiHead", lambda attn: remote().method(
+            StockPiece("MultiHead", lambda attn: stock("StockMultiHead").method(
                 "StockMultiHead", D_MODEL, len(attn.heads), attn.heads[0].tril.size(0))),
-            StockPiece("MLP", lambda mlp: remote().method("StockMLP", mlp.fc.in_features))]
+            StockPiece("MLP", lambda mlp: stock("StockMLP").method("StockMLP", mlp.fc.in_features))]
 
 
 # The student's modules holding the reference's parameters (a bias the contract leaves out at

@@ -48,6 +48,7 @@ from grader.suite import (
     expect_raises,
     expect_token_ids,
     is_close,
+    source_defining,
 )
 from reference.gpt import GPT
 from reference.hidden.a07 import variants
@@ -113,7 +114,8 @@ def build(student, device, sharpness: float, *, kind: str = "own", dropout: floa
     if kind == "own":
         model = student.new("GPT", *args, dropout=dropout)
     else:
-        model = student.define("stock", STOCK_SOURCE, answers=True).method(kind, *args, dropout=dropout)
+        model = student.define("stock", source_defining(STOCK_SOURCE, [kind]), answers=True).method(kind, *args,
+                                                                                                    dropout=dropout)
     model.method("to", device)
     model.load_parameters(parameters(sharpness, device))
     return model
