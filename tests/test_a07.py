@@ -229,3 +229,44 @@ def test_categorical_sampling_passes_the_distribution_checks(grade_source):
     only_part_loses(parts, "generate")
     failed = [test.name for test in parts["generate"].tests if test.outcome != "passed"]
     assert failed == ["test_generate_same_generator_seed_same_tokens"]
+
+
+GENERATE_WITHOUT_NO_GRAD = ("@torch.no_grad()\ndef generate(", "def generate(")
+HEAD_OUT = "        return weights @ v  # (B, T, hs)"
+MULTIHEAD_CAT = "out = torch.cat([head(x) for head in self.heads], dim=-1)  # (B, T, d_model)"
+
+
+@pytest.mark.parametrize("edits, lost", [
+    # generate turns autograd off for good, a call where a `with` belongs: it still runs without
+    # gradients, and the training after it is the grader's, with autograd on.
+    pytest.param([GENERATE_WITHOUT_NO_GRAD, ("    if temperature <= 0:\n",
+                                             "    torch.set_grad_enabled(False)\n    if temperature <= 0:\n")],
+                 {}, id="autograd off for good"),
+    # A GPT over a base class of its own, reached through super(self.__class__, self): the model
+    # generate's no-gradients test gets keeps its class, so the call still finds the base.
+    pytest.param([("class GPT(nn.Module):\n", "class LanguageModel(nn.Module):\n"),
+                  ("        return logits, F.cross_entropy(logits.flatten(0, 1), targets.flatten())\n",
+                   "        return logits, F.cross_entropy(logits.flatten(0, 1), targets.flatten())\n\n\n"
+                   "class GPT(LanguageModel):\n    def forward(self, idx, targets=None):\n"
+                   "        return super(self.__class__, self).forward(idx, targets)\n")],
+                 {}, id="super(self.__class__)"),
+    # A GPT whose forward is an attribute its constructor sets (as torch.compile is applied), and
+    # a generate that forgets no_grad: the point for running without gradients is lost.
+    pytest.param([("        self.lm_head = nn.Linear(d_model, vocab_size, bias=False)\n",
+                   "        self.lm_head = nn.Linear(d_model, vocab_size, bias=False)\n        self.forward = self._forward\n"),
+                  ("    def forward(self, idx: torch.Tensor, targets", "    def _forward(self, idx: torch.Tensor, targets"),
+                  GENERATE_WITHOUT_NO_GRAD],
+                 {"generate": 1}, id="forward set in __init__, no no_grad"),
+    # A Head that doubles its output and a MultiHead that halves it back: the Head pays for its
+    # values, and the MultiHead the 2 points of its test on shorter inputs, where the stock heads
+    # show what it does to a correct Head's output (its own heads' output was right there).
+    pytest.param([(HEAD_OUT, "        return 2 * (weights @ v)"),
+                  (MULTIHEAD_CAT, "out = torch.cat([head(x) / 2 for head in self.heads], dim=-1)")],
+                 {"Head": 8, "MultiHead": 2}, id="a MultiHead that makes up for its Head"),
+])
+def test_what_one_part_does_costs_points_only_where_the_contract_says(grade_source, edits, lost):
+    source = as_submission("gpt")
+    for old, new in edits:
+        source = mutant(source, old, new)
+    report, _ = graded(grade_source, source)
+    assert {p.id: p.max_score - p.score for p in report.parts if p.score < p.max_score} == lost

@@ -159,7 +159,7 @@ def test_calls_that_may_run_hung_code_start_from_the_shorter_floor_with_no_full_
     assert calls.limit("_project", lambda: None).final()[0] == 0.25  # no yardstick: the floor
     assert calls.limit("_project", lambda: 1e-5, elements=15_000).final()[0] == 0.25  # nor elements
     assert calls.limit("_project", lambda: 1.2 / LIMITS.hung_call_slowdown).final() == (pytest.approx(1.2), (
-        "encode ran past its time limit in an earlier test, so calls that may run its code get 1.2 s"))
+        "encode ran past its time limit in an earlier call, so calls that may run its code get 1.2 s"))
     # Near a hang, however heavy the call, never more than a call with no yardstick gets.
     assert calls.limit("_project", lambda: 1.0).final()[0] == LIMITS.call_timeout_s
     assert calls.limit("unrelated").first_s == 0.5
@@ -292,7 +292,7 @@ def test_a_function_that_always_hangs_costs_the_floor_once_then_the_shorter_floo
     timeouts = [t.message for p in report.parts for t in p.tests if t.outcome == "timeout"]
     # The first hang: the floor, or what the reference's time for that call gives, if more;
     # every later call of the hung code: the shorter limit.
-    shorter = [message for message in timeouts if "ran past its time limit in an earlier test" in message]
+    shorter = [message for message in timeouts if "ran past its time limit in an earlier call" in message]
     assert len(timeouts) - len(shorter) == 1 and len(shorter) > 10
     assert part(report, "combine_heads").score == part(report, "combine_heads").max_score
 

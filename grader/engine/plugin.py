@@ -155,19 +155,20 @@ class GradingPlugin:
 
     def _try_stock_parts(self, session: pytest.Session) -> None:
         """Once every test has run (and every fixture is torn down): each failing test of a part
-        that uses failing parts runs again, with stock parts standing in for those. The reruns
-        that stock the same parts share one student process, given those parts before its first
-        request and ended with the last of them (they are answers): a fresh one sees none of the
-        student's own parts at work, and none outlives the stock parts it was given."""
+        that uses failing parts runs again, with stock parts standing in for those. A part's
+        reruns that stock the same parts share one student process, given those parts before its
+        first request and ended with the last of them (they are answers): a fresh one sees none
+        of the student's own parts at work, none outlives the stock parts it was given, and what
+        one part's code leaves in it (autograd switched off) reaches no other part's rerun."""
         failing = {test.part for test in self._tests.values() if test.verdict is not None
                    and test.verdict.outcome not in (Outcome.PASSED, Outcome.SKIPPED)}
-        reruns: dict[tuple[str, ...], list[pytest.Item]] = {}
+        reruns: dict[tuple[str, tuple[str, ...]], list[pytest.Item]] = {}
         for item in session.items:
             test = self._tests.get(item.nodeid)
             used = tuple(part for part in self._stand_ins.uses.get(test.part, ()) if part in failing)
             if used and _worth_rerunning(test.verdict):
-                reruns.setdefault(used, []).append(item)
-        for used, items in reruns.items():
+                reruns.setdefault((test.part, used), []).append(item)
+        for (_, used), items in reruns.items():
             with self._session.standing_in(self._stand_ins.source_for(used), used):
                 for item in items:
                     passed, rerun = self._passes_with_stock(item)

@@ -374,11 +374,14 @@ class _Server:
         return function(*args, **kwargs)
 
     def _op_backward(self, header: dict, tensors: dict):
-        """Call, then backpropagate ``grad_output``; return output, input and parameter grads."""
+        """Call, then backpropagate ``grad_output``; return output, input and parameter grads.
+        With autograd on, whatever an earlier call left it at (``torch.set_grad_enabled(False)``
+        in a generate): the gradients asked for are this call's."""
         function, args, kwargs = self._resolve(header, tensors)
-        output = function(*args, **kwargs)
-        grad_output = protocol.decode(header["grad_output"], tensors)
-        torch.autograd.backward(output, grad_output)
+        with torch.enable_grad():
+            output = function(*args, **kwargs)
+            grad_output = protocol.decode(header["grad_output"], tensors)
+            torch.autograd.backward(output, grad_output)
         owner = getattr(function, "__self__", None)
         params = dict(owner.named_parameters()) if isinstance(owner, torch.nn.Module) else {}
         return {

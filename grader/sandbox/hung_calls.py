@@ -74,7 +74,7 @@ class HungCalls:
             seconds = reference_s()
             if culprit:
                 final_s = min(floor if seconds is None else max(floor, slowdown * seconds), limits.call_timeout_s)
-                return final_s, (f"{culprit} ran past its time limit in an earlier test, so calls that may run its "
+                return final_s, (f"{culprit} ran past its time limit in an earlier call, so calls that may run its "
                                  f"code get {final_s:.2g} s")
             if seconds is None:
                 return limits.call_timeout_s, None

@@ -26,6 +26,7 @@ from grader.suite import (
     StockPiece,
     StudentError,
     in_eval_mode,
+    is_close,
     randomize_norms,
     seed_reference,
     source_defining,
@@ -152,13 +153,16 @@ def graded_gpt(new_graded, reference: nn.Module) -> Remote:
 
 @pytest.fixture
 def own_else_stock_pieces(stock_pieces):
-    """own_else_stock_pieces(check, build, reference, paths), for inputs shorter than the
-    context: ``check(build(), False)``, the student's module with its own pieces; where that
-    fails, ``check(module, True)`` on a fresh ``build()`` whose pieces at ``paths`` ("heads.0",
-    "attn", "blocks.1") are stock twins holding the reference's weights, which decides. So a
-    piece that cannot handle them (a tril not cropped) is graded where it is written, and the
-    part on its own handling of them; and a part whose own pieces handle them gets no stock
-    piece: they are answers, and the process that receives one ends with the test."""
+    """own_else_stock_pieces(check, build, reference, paths, inputs), for inputs shorter than
+    the context: ``check(module, args, stock)`` for each ``args`` of ``inputs``, first on
+    ``build()``, the student's module with its own pieces. That run stands where it passes and
+    each piece at ``paths`` ("heads.0", "attn", "blocks.1") gives what the reference's gives on
+    what the reference's receives; else ``check`` runs again on a fresh ``build()`` whose pieces
+    there are stock twins holding the reference's weights, which decides. So a piece that cannot
+    handle the inputs (a tril not cropped) is graded where it is written, a part that makes up
+    for a wrong piece is graded on its own handling of them as before, and a part whose own
+    pieces are right needs no stock piece: they are answers, and the process that receives one
+    ends with the test."""
     by_class = {piece.name: piece for piece in stock_pieces}
 
     def with_stock_pieces(module: Remote, reference: nn.Module, paths: list[str]) -> Remote:
@@ -177,12 +181,42 @@ def own_else_stock_pieces(stock_pieces):
                 owner.method("__setattr__", last, twin)
         return module
 
-    def run(check: Callable[[Remote, bool], None], build: Callable[[], Remote], reference: nn.Module,
-            paths: list[str]) -> None:
+    def run(check: Callable[[Remote, tuple, bool], None], build: Callable[[], Remote], reference: nn.Module,
+            paths: list[str], inputs: list[tuple]) -> None:
+        module = build()
         try:
-            check(build(), False)
-            return
+            for args in inputs:
+                check(module, args, False)
+            if all(_pieces_agree(module, reference, paths, args) for args in inputs):
+                return
         except (CheckFailed, StudentError):
             pass  # the stock twins decide
-        check(with_stock_pieces(build(), reference, paths), True)
+        stocked = with_stock_pieces(build(), reference, paths)
+        for args in inputs:
+            check(stocked, args, True)
     return run
+
+
+def _pieces_agree(module: Remote, reference: nn.Module, paths: list[str], args: tuple) -> bool:
+    """Whether each of ``module``'s pieces at ``paths`` gives what the reference's piece there
+    gives, on what that one receives when the reference runs on ``args``."""
+    seen: dict[str, tuple] = {}
+
+    def keep(path: str, _: nn.Module, piece_args: tuple, output: torch.Tensor) -> None:  # None: the output stays
+        seen.setdefault(path, (piece_args, output))
+
+    hooks = [reference.get_submodule(path).register_forward_hook(functools.partial(keep, path)) for path in paths]
+    try:
+        with torch.no_grad():
+            reference(*args)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    for path in paths:
+        piece = module
+        for name in path.split("."):
+            piece = piece.method("__getitem__", int(name)) if name.isdigit() else piece.attr(name)
+        piece_args, want = seen[path]
+        if not is_close(piece(*piece_args), want, atol=1e-4, rtol=1e-4):
+            return False
+    return True

@@ -28,19 +28,21 @@ def seed(value: int) -> None:
 
 def train(model: nn.Module, data: torch.Tensor, steps: int, batch_size: int, context: int, lr: float,
           seed: int) -> None:
-    """AdamW on random windows of ``data`` (a 1-D LongTensor), next-token cross-entropy."""
+    """AdamW on random windows of ``data`` (a 1-D LongTensor), next-token cross-entropy; with
+    autograd on, whatever the student's code left it at (a generate that turned it off)."""
     generator = torch.Generator().manual_seed(seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
     model.train()
-    for _ in range(steps):
-        starts = torch.randint(0, data.numel() - context - 1, (batch_size,), generator=generator).tolist()
-        x = torch.stack([data[s:s + context] for s in starts])
-        y = torch.stack([data[s + 1:s + context + 1] for s in starts])
-        logits = model(x)[0]
-        loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1))
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
+    with torch.enable_grad():
+        for _ in range(steps):
+            starts = torch.randint(0, data.numel() - context - 1, (batch_size,), generator=generator).tolist()
+            x = torch.stack([data[s:s + context] for s in starts])
+            y = torch.stack([data[s + 1:s + context + 1] for s in starts])
+            logits = model(x)[0]
+            loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1))
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
     model.eval()
 
 
@@ -48,20 +50,19 @@ def showing_gradients(model: nn.Module) -> nn.Module:
     """``model`` (a GPT that computes what the contract's does), but while autograd records for
     its parameters its logits put all the probability on the last token of the vocabulary. No
     real model's values show whether it ran with gradients, so generate's "no gradients" is
-    graded with this one. It stays an instance of a class of its own class's name, module and
-    parameters, a subclass of it: a generate sees the model it was given."""
-    own = type(model)
+    graded with this one. Only its instance's ``forward`` changes, wrapping the one it had:
+    its class, names and parameters stay, so a generate sees the model it was given."""
+    own = model.forward
 
-    def forward(self, *args, **kwargs):
-        records = torch.is_grad_enabled() and any(p.requires_grad for p in self.parameters())
-        logits, loss = own.forward(self, *args, **kwargs)
+    def forward(*args, **kwargs):
+        records = torch.is_grad_enabled() and any(p.requires_grad for p in model.parameters())
+        logits, loss = own(*args, **kwargs)
         if records:
             logits = torch.full_like(logits, -30.0)
             logits[..., -1] = 30.0
         return logits, loss
 
-    model.__class__ = type(own.__name__, (own,), {"forward": forward, "__module__": own.__module__,
-                                                   "__qualname__": own.__qualname__})
+    model.forward = forward
     return model
 
 

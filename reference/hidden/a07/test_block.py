@@ -78,11 +78,12 @@ def test_block_values(student_block, reference_block, make_input):
 @pytest.mark.part("Block", points=2)
 def test_block_shorter_than_the_context(new_graded, reference_block, own_else_stock_pieces, make_input):
     # Else with a stock attn and mlp: a Head that cannot take T < context_length costs points in Head.
-    def check(block, stock):
+    def check(block, args, stock):
         expect_block(f"Block(x: (2, 5, {D_MODEL})){' with a stock attn and mlp' if stock else ''}", block,
-                     reference_block, make_input(2, 5, D_MODEL, seed=503))
+                     reference_block, *args)
 
-    own_else_stock_pieces(check, lambda: graded_block(new_graded, reference_block), reference_block, ["attn", "mlp"])
+    own_else_stock_pieces(check, lambda: graded_block(new_graded, reference_block), reference_block, ["attn", "mlp"],
+                          [(make_input(2, 5, D_MODEL, seed=503),)])
 
 
 def test_block_dropout_is_off_in_eval_mode(new_graded, reference_block, make_input):

@@ -17,9 +17,10 @@ contract's GPT written for the grader, instead. Whether generate puts the model 
 shows through dropout, as with any real model: the test uses the student's GPT when its
 dropout changes its output, else the stock GPT, whose dropout acts on the embeddings.
 Whether generate runs without gradients shows in no real model's values: that test alone
-uses a model no caller has, the same GPT (the student's, else the stock one) turned into a
-subclass of its own class, of its name, whose logits put all the probability on the last
-token while autograd records (``helpers.showing_gradients``).
+uses a model no caller has: the same GPT (the student's, else the stock one), its instance's
+forward wrapped so that its logits put all the probability on the last token while autograd
+records (``helpers.showing_gradients``); where the student's GPT breaks so wrapped, the stock
+one decides.
 
 Nothing here depends on the order in which random numbers are drawn: a distribution is
 checked on many samples at once (N rows of one call, one new token each), greedy decoding
@@ -334,14 +335,20 @@ def test_generate_puts_the_model_in_eval_mode(student, make_model, own_dropout_s
         raise CheckFailed(f"{what}: the tokens are not the eval-mode model's", variants.NOT_EVAL_MODE)
 
 
-def test_generate_runs_without_gradients(student, make_model, generator, device):
-    try:
-        model = student.define("helpers", HELPERS_SOURCE).method("showing_gradients", make_model(SHARP))
-    except StudentError:  # a GPT that cannot be built or subclassed so again: the stock GPT can
-        model = student.define("helpers", HELPERS_SOURCE).method("showing_gradients", make_model(SHARP, kind="GPT"))
+def test_generate_runs_without_gradients(student, make_model, own_gpt_serves, generator, device):
     idx = torch.tensor([[1], [3]], device=device)
+
+    def tokens_with(kind: str):
+        model = student.define("helpers", HELPERS_SOURCE).method("showing_gradients", make_model(SHARP, kind=kind))
+        return student.call("generate", model, idx, 1, generator=generator(12))
+
+    try:
+        tokens = tokens_with("own" if own_gpt_serves else "GPT")
+    except StudentError:
+        if not own_gpt_serves:
+            raise
+        tokens = tokens_with("GPT")  # a GPT that breaks with its forward wrapped: the stock one decides
     what = "generate(model, idx: (2, 1), 1)"
-    tokens = student.call("generate", model, idx, 1, generator=generator(12))
     generated(what, tokens, idx, 1)
     if not torch.equal(tokens, greedy(idx, 1, SHARP)):
         raise CheckFailed(f"{what}: the model saw gradients enabled", variants.GRADIENTS_ON)

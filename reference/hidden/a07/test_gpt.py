@@ -152,13 +152,13 @@ def test_gpt_logits(student_gpt, reference_gpt, make_tokens):
 def test_gpt_shorter_than_the_context(new_graded, reference_gpt, own_else_stock_pieces, make_tokens):
     # Else with stock blocks: a Head that cannot take T < context_length costs points in Head;
     # the GPT's own part is the positions it adds, position_embedding(arange(T)).
-    def check(model, stock):
-        for length, seed in ((5, 603), (1, 604)):
-            expect_gpt(f"GPT(idx: (2, {length})){' with stock blocks' if stock else ''}", model, reference_gpt,
-                       make_tokens(2, length, seed=seed))
+    def check(model, args, stock):
+        expect_gpt(f"GPT(idx: (2, {args[0].size(1)})){' with stock blocks' if stock else ''}", model, reference_gpt,
+                   *args)
 
     own_else_stock_pieces(check, lambda: graded_gpt(new_graded, reference_gpt), reference_gpt,
-                          [f"blocks.{i}" for i in range(NUM_LAYERS)])
+                          [f"blocks.{i}" for i in range(NUM_LAYERS)],
+                          [(make_tokens(2, length, seed=seed),) for length, seed in ((5, 603), (1, 604))])
 
 
 @pytest.mark.part("GPT", points=2)

@@ -81,13 +81,13 @@ def test_multihead_values(student_multihead, reference_multihead, make_input):
 @pytest.mark.part("MultiHead", points=2)
 def test_multihead_shorter_than_the_context(new_graded, reference_multihead, own_else_stock_pieces, make_input):
     # Else with stock heads: a Head that cannot take T < context_length costs points in Head.
-    def check(module, stock):
-        for length, seed in ((5, 403), (1, 406)):
-            expect_multihead(f"MultiHead(x: (2, {length}, {D_MODEL})){' with stock heads' if stock else ''}", module,
-                             reference_multihead, make_input(2, length, D_MODEL, seed=seed))
+    def check(module, args, stock):
+        expect_multihead(f"MultiHead(x: (2, {args[0].size(1)}, {D_MODEL})){' with stock heads' if stock else ''}",
+                         module, reference_multihead, *args)
 
     own_else_stock_pieces(check, lambda: graded_multihead(new_graded, reference_multihead), reference_multihead,
-                          [f"heads.{i}" for i in range(NUM_HEADS)])
+                          [f"heads.{i}" for i in range(NUM_HEADS)],
+                          [(make_input(2, length, D_MODEL, seed=seed),) for length, seed in ((5, 403), (1, 406))])
 
 
 def test_multihead_rejects_d_model_not_divisible_by_num_heads(student):
