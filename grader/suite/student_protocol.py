@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 
@@ -17,11 +17,13 @@ from grader.core.ingest import Program
 from grader.sandbox.session import Backward, Built
 
 
+@runtime_checkable
 class Remote(Protocol):
     """An object in the student's process, e.g. the student's ``MultiHeadAttention``.
     Calls cross the boundary: arguments and results are tensors, plain values or other
     remote objects, and every call may raise a :class:`grader.sandbox.errors.StudentError`.
-    An object is gone once its process ends (after a timeout or crash)."""
+    An object is gone once its process ends (after a timeout or crash). ``isinstance(value,
+    Remote)`` tells one from a plain value the student's code returned in its place."""
 
     @property
     def type_name(self) -> str:

@@ -215,8 +215,12 @@ def _pieces_agree(module: Remote, reference: nn.Module, paths: list[str], args: 
     for path in paths:
         piece = module
         for name in path.split("."):
+            if not isinstance(piece, Remote):  # a list, say, where the contract has a module
+                return False
             piece = piece.method("__getitem__", int(name)) if name.isdigit() else piece.attr(name)
         piece_args, want = seen[path]
+        if not isinstance(piece, Remote):
+            return False
         if not is_close(piece(*piece_args), want, atol=1e-4, rtol=1e-4):
             return False
     return True
