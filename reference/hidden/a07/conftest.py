@@ -187,7 +187,8 @@ def own_else_stock_pieces(stock_pieces):
         try:
             for args in inputs:
                 check(module, args, False)
-            if all(_pieces_agree(module, reference, paths, args) for args in inputs):
+            pieces = _pieces_at(module, paths)
+            if pieces is not None and all(_pieces_agree(pieces, reference, args) for args in inputs):
                 return
         except (CheckFailed, StudentError):
             pass  # the stock twins decide
@@ -197,30 +198,33 @@ def own_else_stock_pieces(stock_pieces):
     return run
 
 
-def _pieces_agree(module: Remote, reference: nn.Module, paths: list[str], args: tuple) -> bool:
-    """Whether each of ``module``'s pieces at ``paths`` gives what the reference's piece there
-    gives, on what that one receives when the reference runs on ``args``."""
+def _pieces_at(module: Remote, paths: list[str]) -> dict[str, Remote] | None:
+    """``module``'s pieces at ``paths``; None where one is not an object of the student's process
+    (a list, say, where the contract has a module)."""
+    pieces = {}
+    for path in paths:
+        piece = module
+        for name in path.split("."):
+            piece = piece.method("__getitem__", int(name)) if name.isdigit() else piece.attr(name)
+            if not isinstance(piece, Remote):
+                return None
+        pieces[path] = piece
+    return pieces
+
+
+def _pieces_agree(pieces: dict[str, Remote], reference: nn.Module, args: tuple) -> bool:
+    """Whether each piece gives what the reference's piece at its path gives, on what that one
+    receives when the reference runs on ``args``."""
     seen: dict[str, tuple] = {}
 
     def keep(path: str, _: nn.Module, piece_args: tuple, output: torch.Tensor) -> None:  # None: the output stays
         seen.setdefault(path, (piece_args, output))
 
-    hooks = [reference.get_submodule(path).register_forward_hook(functools.partial(keep, path)) for path in paths]
+    hooks = [reference.get_submodule(path).register_forward_hook(functools.partial(keep, path)) for path in pieces]
     try:
         with torch.no_grad():
             reference(*args)
     finally:
         for hook in hooks:
             hook.remove()
-    for path in paths:
-        piece = module
-        for name in path.split("."):
-            if not isinstance(piece, Remote):  # a list, say, where the contract has a module
-                return False
-            piece = piece.method("__getitem__", int(name)) if name.isdigit() else piece.attr(name)
-        piece_args, want = seen[path]
-        if not isinstance(piece, Remote):
-            return False
-        if not is_close(piece(*piece_args), want, atol=1e-4, rtol=1e-4):
-            return False
-    return True
+    return all(is_close(piece(*seen[path][0]), seen[path][1], atol=1e-4, rtol=1e-4) for path, piece in pieces.items())
