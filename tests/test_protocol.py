@@ -507,8 +507,8 @@ def _valid_blob() -> bytes:
     return save_tensors({"t": torch.arange(4.0)})
 
 
-def _bad_offsets_blob() -> bytes:
-    meta = json.dumps({"t": {"dtype": "F32", "shape": [4], "data_offsets": [0, 1000]}}).encode()
+def _entry_blob(entry: object) -> bytes:
+    meta = json.dumps({"t": entry}).encode()
     return struct.pack("<Q", len(meta)) + meta + b"\0" * 16
 
 
@@ -520,9 +520,22 @@ def _bad_offsets_blob() -> bytes:
         struct.pack("<Q", 2**40) + b"{}",
         struct.pack("<Q", 2) + b"[]",
         _valid_blob()[:-4],
-        _bad_offsets_blob(),
+        _entry_blob({"dtype": "F32", "shape": [4], "data_offsets": [0, 1000]}),
+        # Values JSON allows where the entry wants a name, a shape or two offsets: each is an
+        # entry the receiver refuses, never one its own code trips over (a list is unhashable).
+        _entry_blob({"dtype": ["F32"], "shape": [4], "data_offsets": [0, 16]}),
+        _entry_blob({"dtype": {"F32": 1}, "shape": [4], "data_offsets": [0, 16]}),
+        _entry_blob({"dtype": "F32", "shape": [[4]], "data_offsets": [0, 16]}),
+        _entry_blob({"dtype": "F32", "shape": [True, 4], "data_offsets": [0, 16]}),
+        _entry_blob({"dtype": "F32", "shape": 4, "data_offsets": [0, 16]}),
+        _entry_blob({"dtype": "F32", "shape": [4], "data_offsets": {"0": 16}}),
+        _entry_blob({"dtype": "F32", "shape": [4], "data_offsets": [0.0, 16]}),
+        _entry_blob({"dtype": "F32", "shape": [4], "data_offsets": [0, 16, 32]}),
+        _entry_blob(["F32", [4], [0, 16]]),
     ],
-    ids=["text", "one-byte", "huge-inner-header", "inner-header-list", "truncated", "bad-offsets"],
+    ids=["text", "one-byte", "huge-inner-header", "inner-header-list", "truncated", "bad-offsets", "dtype-list",
+         "dtype-dict", "shape-nested", "shape-bool", "shape-int", "offsets-dict", "offsets-float", "offsets-three",
+         "entry-list"],
 )
 def test_recv_payload_not_safetensors_raises_protocolerror(pair, payload):
     writer, reader = pair

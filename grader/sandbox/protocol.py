@@ -154,15 +154,16 @@ def recv(
 
 
 def save_tensors(tensors: dict[str, torch.Tensor]) -> bytes:
-    """A safetensors blob of contiguous CPU tensors (as :class:`Encoder` makes them). Written
-    here: the library's writer goes through numpy, three times as slow for the few small
-    tensors of a message. The widest dtypes first and the header padded to 8 bytes, as the
+    """A safetensors blob of CPU tensors that need no gradient (as :class:`Encoder` makes
+    them), each laid out in row-major order whatever its strides. Written here: the library's
+    writer takes three times as long for the few small tensors of a message. The widest dtypes first and the header padded to 8 bytes, as the
     library lays it out, so every tensor starts aligned and :func:`load_tensors` reads it in place."""
     header: dict[str, dict] = {}
     data: list[bytes] = []
     offset = 0
     for name, tensor in sorted(tensors.items(), key=lambda item: (-item[1].element_size(), item[0])):
-        raw = tensor.reshape(-1).view(torch.uint8).numpy().tobytes() if tensor.numel() else b""
+        # numpy has no bfloat16: its bytes go as int16's, which are the same bytes.
+        raw = (tensor.view(torch.int16) if tensor.dtype == torch.bfloat16 else tensor).numpy().tobytes()
         header[name] = {"dtype": _SAFETENSORS_NAMES[tensor.dtype], "shape": list(tensor.shape),
                         "data_offsets": [offset, offset + len(raw)]}
         data.append(raw)
@@ -203,19 +204,16 @@ def load_tensors(blob: bytearray) -> dict[str, torch.Tensor]:
 
 
 def _tensor_entry(name: str, info: Any, data_len: int) -> tuple[torch.dtype, list[int], int, int]:
-    bad = ProtocolError(f"payload is not a valid safetensors blob: bad entry for {name[:40]!r}")
-    if not isinstance(info, dict) or info.get("dtype") not in _SAFETENSORS_DTYPES:
-        raise bad
-    shape, offsets = info.get("shape"), info.get("data_offsets")
-    if not (isinstance(shape, list) and len(shape) <= 64 and all(type(n) is int and n >= 0 for n in shape)):
-        raise bad
-    if not (isinstance(offsets, list) and len(offsets) == 2 and all(type(n) is int for n in offsets)):
-        raise bad
-    begin, end = offsets
-    dtype = _SAFETENSORS_DTYPES[info["dtype"]]
-    if not 0 <= begin <= end <= data_len or math.prod(shape) * dtype.itemsize != end - begin:
-        raise bad
-    return dtype, shape, begin, end
+    dtype = shape = offsets = None
+    if isinstance(info, dict):
+        name_of_dtype, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
+        dtype = _SAFETENSORS_DTYPES.get(name_of_dtype) if isinstance(name_of_dtype, str) else None
+    if (dtype is None or type(shape) is not list or len(shape) > 64 or not all(type(n) is int and n >= 0 for n in shape)
+            or type(offsets) is not list or len(offsets) != 2 or not all(type(n) is int for n in offsets)
+            or not 0 <= offsets[0] <= offsets[1] <= data_len
+            or math.prod(shape) * dtype.itemsize != offsets[1] - offsets[0]):
+        raise ProtocolError(f"payload is not a valid safetensors blob: bad entry for {name[:40]!r}")
+    return dtype, shape, offsets[0], offsets[1]
 
 
 def _tensor_view(blob: bytearray, dtype: torch.dtype, shape: list[int], offset: int) -> torch.Tensor:
@@ -225,8 +223,10 @@ def _tensor_view(blob: bytearray, dtype: torch.dtype, shape: list[int], offset: 
     if dtype == torch.bool:  # any byte but 0 is True; a bool tensor holding 2 would be undefined
         return torch.frombuffer(blob, dtype=torch.uint8, count=count, offset=offset).reshape(shape) != 0
     if offset % dtype.itemsize:  # unaligned (after an odd-sized tensor): copy this one
-        return torch.frombuffer(bytearray(blob[offset:offset + count * dtype.itemsize]), dtype=dtype).reshape(shape)
-    return torch.frombuffer(blob, dtype=dtype, count=count, offset=offset).reshape(shape)
+        flat = torch.frombuffer(bytearray(blob[offset:offset + count * dtype.itemsize]), dtype=dtype)
+    else:
+        flat = torch.frombuffer(blob, dtype=dtype, count=count, offset=offset)
+    return flat if len(shape) == 1 else flat.reshape(shape)
 
 
 # ---- values -----------------------------------------------------------------------
@@ -253,13 +253,16 @@ class Encoder:
             if value.dtype not in _SAFETENSORS_NAMES:
                 raise TypeError(f"a tensor of dtype {value.dtype} cannot be sent to the grader (it takes "
                                 f"{', '.join(sorted(_DTYPES))})")
+            if value.layout != torch.strided:
+                raise TypeError(f"a tensor of layout {value.layout} cannot be sent to the grader: send a dense "
+                                "one (Tensor.to_dense())")
             self._payload_bytes += value.numel() * value.element_size()
             if self._payload_bytes > MAX_PAYLOAD_BYTES:  # the peer would refuse it: copy none of it
                 raise MessageTooLarge(f"message too large: {format_bytes(self._payload_bytes)} of tensors or more, "
                                       f"where at most {format_bytes(MAX_PAYLOAD_BYTES)} are accepted")
             key = f"t{len(self.tensors)}"
-            # safetensors wants contiguous CPU tensors that share no memory.
-            self.tensors[key] = value.detach().to("cpu", copy=True).contiguous()
+            # A copy: the message holds the tensor as it is now, whatever happens to it before it is sent.
+            self.tensors[key] = value.detach().clone() if value.device.type == "cpu" else value.detach().cpu()
             return {"$tensor": key, "device": str(value.device), "requires_grad": value.requires_grad}
         if value is None or isinstance(value, (bool, int, float, str)):
             return value
@@ -324,11 +327,13 @@ def decode(value: Any, tensors: dict[str, torch.Tensor], *, max_depth: int = 64,
         tensor = tensors.get(value["$tensor"]) if isinstance(value["$tensor"], str) else None
         if type(tensor) is not torch.Tensor:
             raise ProtocolError(f"missing tensor {str(value['$tensor'])[:40]!r}")
-        device = _parse_device(value.get("device", "cpu"))
-        try:
-            tensor = tensor.to(device)
-        except (RuntimeError, AssertionError):  # no such CUDA device here
-            raise ProtocolError(f"device {device} is not available") from None
+        device = value.get("device", "cpu")
+        if device != "cpu":  # the payload's tensors are on the CPU already
+            device = _parse_device(device)
+            try:
+                tensor = tensor.to(device)
+            except (RuntimeError, AssertionError):  # no such CUDA device here
+                raise ProtocolError(f"device {device} is not available") from None
         if value.get("requires_grad") is True and tensor.is_floating_point():
             tensor.requires_grad_(True)
         return tensor
