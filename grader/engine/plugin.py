@@ -3,7 +3,7 @@
 It registers the ``part(name, points=1)`` marker, provides the ``student`` and ``device``
 fixtures, and judges each test: a :class:`~grader.core.outcome.TestOutcome` per collected test,
 with a message for the student and a hint (:func:`classify`). pytest's own longrepr is
-never used: it quotes the hidden test's source. It also registers
+never made: it would quote the hidden test's source. It also registers
 :mod:`grader.suite.fixtures`, the fixtures every suite shares.
 
 Once every test has run, a failing test of a part that uses failing parts (the contract's
@@ -134,17 +134,15 @@ class GradingPlugin:
         if self._session is not None:
             self._session.end_test()  # after the fixtures' own teardown
 
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_makereport(self, item: pytest.Item,
-                                  call: pytest.CallInfo) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-        report = yield
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo) -> pytest.TestReport:
         test = self._tests.get(item.nodeid)
         verdict = _judge(call, test.part) if test is not None else None
         if verdict is not None and self._rerunning:
             self._rerun_verdict = verdict
         elif verdict is not None:  # the last stage that has one has the last word
             self._tests[item.nodeid] = replace(test, verdict=verdict)
-        return report
+        return _plain_report(item, call)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, object, object]:
@@ -189,6 +187,23 @@ class GradingPlugin:
         finally:
             self._rerunning = False
         return all(report.passed for report in reports), self._rerun_verdict
+
+
+def _plain_report(item: pytest.Item, call: pytest.CallInfo) -> pytest.TestReport:
+    """pytest's report of one stage of ``item``, without the failure's text (longrepr), which
+    pytest would format from the hidden suite's traceback and source for every failing stage:
+    a few milliseconds of each submission whose tests fail, for text no one reads (the verdict
+    comes from ``call`` itself, :func:`_judge`)."""
+    excinfo = call.excinfo
+    if excinfo is None:
+        outcome, longrepr = "passed", None
+    elif excinfo.errisinstance(pytest.skip.Exception):
+        path, line = item.location[0], item.location[1] or 0
+        outcome, longrepr = "skipped", (path, line + 1, str(excinfo.value))
+    else:
+        outcome, longrepr = "failed", excinfo.typename
+    return pytest.TestReport(item.nodeid, item.location, dict.fromkeys(item.keywords, 1), outcome, longrepr,
+                             call.when, (), call.duration, call.start, call.stop, item.user_properties)
 
 
 def _judge(call: pytest.CallInfo, part: str) -> Verdict | None:
