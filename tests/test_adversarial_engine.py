@@ -135,6 +135,106 @@ def test_a_malformed_reply_fails_that_test_as_the_students_not_as_a_grader_error
     assert 0 < ffn.score < ffn.max_score  # the value tests, which need neither, still earn their points
 
 
+def _internal_errors(report: GradeReport) -> list[str]:
+    return [test.message for p in report.parts for test in p.tests if "internal grader error" in test.message]
+
+
+# Every reply below is well-formed JSON and safetensors that the suites took the shape of on
+# trust: each made the trusted side raise its own error (TypeError, KeyError, AttributeError,
+# OverflowError), and so the report a grader error, where the student's code is what failed.
+EMPTY_TENSOR_OF_HUGE_SIZES = (
+    "import json, struct, sys\n"
+    "_protocol = sys.modules['grader.sandbox.protocol']\n"
+    "_save = _protocol.save_tensors\n"
+    "def _forged(tensors):\n"
+    "    if not tensors:\n"
+    "        return _save(tensors)\n"
+    "    meta = json.dumps({key: {'dtype': 'F32', 'shape': [2**63, 0], 'data_offsets': [0, 0]} for key in tensors})\n"
+    "    meta = meta.encode() + b' ' * (-len(meta) % 8)\n"
+    "    return struct.pack('<Q', len(meta)) + meta\n"
+    "_protocol.save_tensors = _forged\n"
+)
+DEFINE_ANSWERS_A_NUMBER = "import sys\nsys.modules['grader.sandbox._child']._Server._op_define = lambda *args: 0\n"
+GETATTR_ANSWERS_A_NUMBER = "import sys\nsys.modules['grader.sandbox._child']._Server._op_getattr = lambda *args: 0\n"
+# The output's offset, on every loading event of every child; the first child ends itself, so
+# that a later one's offset is the one read.
+HUGE_OUTPUT_OFFSET = (
+    "import sys\n"
+    "_protocol = sys.modules['grader.sandbox.protocol']\n"
+    "_send = _protocol.send\n"
+    "def _forged(sock, header, tensors=None, deadline=None):\n"
+    "    if 'offset' in header:\n"
+    "        header = dict(header, offset=2**64)\n"
+    "    return _send(sock, header, tensors, deadline)\n"
+    "_protocol.send = _forged\n"
+)
+NOT_A_MODULE = (
+    "\n\n_Module = MultiHeadAttention\n\n\n"
+    "class MultiHeadAttention:  # an nn.Module's behaviour, but no nn.Module: it inspects as {'module': False}\n"
+    "    def __init__(self, *args, **kwargs):\n"
+    "        self._inner = _Module(*args, **kwargs)\n\n"
+    "    def to(self, *args, **kwargs):\n"
+    "        self._inner.to(*args, **kwargs)\n"
+    "        return self\n\n"
+    "    def eval(self):\n"
+    "        self._inner.eval()\n"
+    "        return self\n\n"
+    "    def train(self, mode=True):\n"
+    "        self._inner.train(mode)\n"
+    "        return self\n\n"
+    "    def __call__(self, *args, **kwargs):\n"
+    "        return self._inner(*args, **kwargs)\n"
+)
+
+
+def test_a_tensor_of_no_elements_and_huge_sizes_fails_each_test_it_answers(grade_source):
+    report = grade_source(EMPTY_TENSOR_OF_HUGE_SIZES + REFERENCE)
+    assert report.status == Status.GRADED, report.error
+    assert _internal_errors(report) == []
+    # Every test that reads a tensor back fails; those that read none (a device check sends and
+    # gets back meta tensors, which are JSON) keep their points.
+    passed = {test.name for p in report.parts for test in p.tests if test.outcome == "passed"}
+    assert passed == {"test_split_heads_rejects_indivisible_dimension", "test_mha_rejects_indivisible_model_dimension",
+                      "test_mha_follows_the_input_device"}
+    assert any("invalid reply" in test.message for test in part(report, "split_heads").tests)
+
+
+def test_helper_code_that_is_not_defined_fails_as_the_students(grade_source):
+    report = grade_source(DEFINE_ANSWERS_A_NUMBER + REFERENCE)
+    assert report.status == Status.GRADED, report.error
+    assert _internal_errors(report) == []
+    # Only the tests that seed the student's generator through a grader helper lose: dropout's.
+    lost = {test.name for p in report.parts for test in p.tests if test.outcome != "passed"}
+    assert lost and all("dropout" in name for name in lost), lost
+    assert part(report, "split_heads").score == part(report, "split_heads").max_score
+
+
+def test_a_number_where_a_05_layer_has_a_sub_module_fails_as_the_students(grade_source):
+    report = grade_source(GETATTR_ANSWERS_A_NUMBER + as_submission("layers"), assignment=ASSIGNMENTS / "05")
+    assert report.status == Status.GRADED, report.error
+    assert _internal_errors(report) == []
+    used = [test for p in report.parts for test in p.tests if "where the grader needs an object" in test.message]
+    assert used and all(test.outcome == "failed" for test in used)
+
+
+def test_an_output_offset_past_any_file_is_ignored(grade_source):
+    ends_first_child = mutant(REFERENCE, SPLIT_BODY, SPLIT_BODY + "    if num_heads == 6:\n        import os; os._exit(3)\n")
+    honest, forged = grade_source(ends_first_child), grade_source(HUGE_OUTPUT_OFFSET + ends_first_child)
+    assert forged.status == Status.GRADED, forged.error
+    assert [(p.id, p.score) for p in forged.parts] == [(p.id, p.score) for p in honest.parts]
+
+
+def test_a_multi_head_attention_that_is_not_a_module_is_graded(grade_source):
+    report = grade_source(REFERENCE + NOT_A_MODULE)
+    assert report.status == Status.GRADED, report.error
+    assert _internal_errors(report) == []
+    assert [part(report, name).score == part(report, name).max_score for name in ("split_heads", "combine_heads")] == [
+        True, True]
+    # Its values are right; what a module has (parameters by the contract's names, a device to follow) is not.
+    mha = part(report, "MultiHeadAttention")
+    assert 0 < mha.score < mha.max_score
+
+
 def _peak_suite_memory(source: str, tmp_path: Path) -> tuple[GradeReport, int]:
     """Grade in a process of its own; the largest resident size of its suite processes (bytes).
     Each call has its full limit: making a reply of hundreds of MiB takes the child more than

@@ -25,7 +25,7 @@ JSON = st.recursive(
 )
 # Mostly the protocol's own words, so that the checks past the first are reached too.
 DTYPES = st.sampled_from(["F32", "F16", "BF16", "I64", "BOOL", "U8", "F8", "float32"])
-SHAPES = st.lists(st.integers(-2, 40), max_size=3)
+SHAPES = st.lists(st.integers(-2, 40) | st.sampled_from([0, 2**39, 2**40, 2**63, 10**30]), max_size=4)
 ENTRY_VALUES = JSON | DTYPES | SHAPES
 ENTRIES = st.dictionaries(st.sampled_from(["dtype", "shape", "data_offsets", "__metadata__"]), ENTRY_VALUES,
                           max_size=4) | JSON
@@ -44,6 +44,8 @@ VALUES = st.recursive(
        data=st.binary(max_size=48))
 @example(entries={"t0": {"dtype": ["F32"], "shape": [4], "data_offsets": [0, 16]}}, data=bytes(16))
 @example(entries={"t0": {"dtype": {"F32": 1}, "shape": [4], "data_offsets": [0, 16]}}, data=bytes(16))
+@example(entries={"t0": {"dtype": "F32", "shape": [2**63, 0], "data_offsets": [0, 0]}}, data=b"")
+@example(entries={"t0": {"dtype": "F32", "shape": [0, 2**39, 2**39], "data_offsets": [0, 0]}}, data=b"")
 def test_any_tensor_entry_is_read_or_refused(entries, data):
     meta = json.dumps(entries).encode()
     try:

@@ -24,6 +24,7 @@ from safetensors.torch import save as save_tensors
 from grader.sandbox.protocol import (
     MAX_HEADER_BYTES,
     MAX_PAYLOAD_BYTES,
+    MAX_TENSORS_HEADER_BYTES,
     Deadline,
     Encoder,
     Handle,
@@ -31,6 +32,7 @@ from grader.sandbox.protocol import (
     PeerClosed,
     ProtocolError,
     decode,
+    load_tensors,
     recv,
     send,
 )
@@ -532,10 +534,13 @@ def _entry_blob(entry: object) -> bytes:
         _entry_blob({"dtype": "F32", "shape": [4], "data_offsets": [0.0, 16]}),
         _entry_blob({"dtype": "F32", "shape": [4], "data_offsets": [0, 16, 32]}),
         _entry_blob(["F32", [4], [0, 16]]),
+        # No elements, so no bytes: but sizes no tensor can have, or whose strides overflow.
+        _entry_blob({"dtype": "F32", "shape": [2**63, 0], "data_offsets": [0, 0]}),
+        _entry_blob({"dtype": "F32", "shape": [0, 2**39, 2**39], "data_offsets": [0, 0]}),
     ],
     ids=["text", "one-byte", "huge-inner-header", "inner-header-list", "truncated", "bad-offsets", "dtype-list",
          "dtype-dict", "shape-nested", "shape-bool", "shape-int", "offsets-dict", "offsets-float", "offsets-three",
-         "entry-list"],
+         "entry-list", "empty-huge-size", "empty-strides-overflow"],
 )
 def test_recv_payload_not_safetensors_raises_protocolerror(pair, payload):
     writer, reader = pair
@@ -543,6 +548,16 @@ def test_recv_payload_not_safetensors_raises_protocolerror(pair, payload):
     with pytest.raises(ProtocolError) as info:
         recv(reader, deadline=_soon())
     assert not isinstance(info.value, PeerClosed)
+
+
+def test_a_payload_header_far_longer_than_its_entries_need_is_refused_before_it_is_parsed(monkeypatch):
+    # Parsed, 64 MiB of "[]," took 1.7 GiB and 7 s of the trusted side's CPU.
+    parsed = []
+    monkeypatch.setattr(json, "loads", lambda *args, **kwargs: parsed.append(args) or {})
+    with pytest.raises(ProtocolError, match="header of"):
+        load_tensors(bytearray(_entry_blob({"dtype": "F32", "shape": [4], "data_offsets": [0, 16],
+                                            "pad": "[]," * MAX_TENSORS_HEADER_BYTES})))
+    assert parsed == []
 
 
 def _full_message() -> bytes:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import codecs
 import errno
+import functools
 import hashlib
 import io
 import json
@@ -56,9 +57,17 @@ class Program:
 
     def line(self, label: str, number: int) -> str | None:
         """Line ``number`` (from 1) of the cell labelled ``label``, stripped; None if there is none."""
-        cell = next((cell for cell in self.cells if cell.label == label), None)
-        lines = cell.source.splitlines() if cell else []
+        lines = self._lines.get(label, [])
         return lines[number - 1].strip() if 0 < number <= len(lines) else None
+
+    @functools.cached_property
+    def _lines(self) -> dict[str, list[str]]:
+        """Each cell's lines, by label (the first cell of a label), split once: a traceback the
+        student's process sends names lines of a source that may be megabytes long."""
+        lines: dict[str, list[str]] = {}
+        for cell in self.cells:
+            lines.setdefault(cell.label, cell.source.splitlines())
+        return lines
 
     def to_dict(self) -> dict:
         """What the student's process is sent (the notes stay with the grader)."""

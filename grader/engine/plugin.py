@@ -29,7 +29,7 @@ from grader.core import hints
 from grader.core.outcome import TestOutcome, Verdict
 from grader.core.report import Outcome
 from grader.sandbox.errors import StudentCrashed, StudentException, StudentNotFound, StudentTimeout
-from grader.sandbox.session import StudentSession
+from grader.sandbox.session import RemoteObject, StudentSession
 from grader.source.definitions import source_defining
 from grader.suite import fixtures as suite_fixtures
 from grader.suite.checks import CheckFailed
@@ -59,6 +59,10 @@ def classify(exc: BaseException | None, part: str = "") -> Verdict:
                                                   "elements where one tensor operation would do")
     if isinstance(exc, StudentCrashed):
         return Verdict(Outcome.ERROR, str(exc))
+    if _used_as_an_object(exc):
+        return Verdict(Outcome.FAILED, f"your code gave a {type(exc.obj).__name__} where the grader needs an object "
+                                       "of your process (a module, or a list of modules): it has no methods to call",
+                       "return the object itself (the module, not a number or a tensor computed from it)")
     # Anything else is a bug in the hidden suite or the grader, not the student's fault.
     return Verdict(Outcome.ERROR, f"internal grader error ({type(exc).__name__}: {str(exc)[:200]}); "
                                   "please report it to the course staff", internal=True)
@@ -187,6 +191,20 @@ class GradingPlugin:
         finally:
             self._rerunning = False
         return all(report.passed for report in reports), self._rerun_verdict
+
+
+# What the suites call on an object of the student's process (grader.suite's Remote).
+_REMOTE_OBJECT_METHODS = frozenset(name for name in vars(RemoteObject) if not name.startswith("__"))
+# The values a reply can hold besides objects (grader.sandbox.protocol.decode).
+_PLAIN_VALUES = (type(None), bool, int, float, str, list, tuple, dict, torch.Tensor, torch.dtype, torch.device)
+
+
+def _used_as_an_object(exc: BaseException) -> bool:
+    """Whether ``exc`` is a suite calling an object's method (``.method``, ``.attr``) on a value
+    the student's process sent where the suite needs an object: a getattr or a call that answered
+    a number, say. Every other value the suite holds is its own."""
+    return (type(exc) is AttributeError and exc.name in _REMOTE_OBJECT_METHODS
+            and type(exc.obj) in _PLAIN_VALUES)
 
 
 def _plain_report(item: pytest.Item, call: pytest.CallInfo) -> pytest.TestReport:

@@ -376,7 +376,7 @@ class _Loading:
         """Take one event in; True once the child is ready."""
         process = self.process
         kind, index, offset = event.get("event"), event.get("index"), event.get("offset")
-        if self.child.output_from < 0 and type(offset) is int and offset >= 0:
+        if self.child.output_from < 0 and type(offset) is int and 0 <= offset <= process.limits.file_bytes:
             # Output of cells an earlier child already ran is in the report.
             if kind == "ready" or (type(index) is int and index > process._printed_through):
                 self.child.output_from = offset

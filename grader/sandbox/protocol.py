@@ -38,6 +38,11 @@ _PREFIX = struct.Struct(">QQ")  # header length, payload length
 MAX_HEADER_BYTES = 2**20
 MAX_PAYLOAD_BYTES = 64 * 2**20
 MAX_TENSORS = 4096
+# The payload's own JSON header: an entry per tensor, some 100 bytes each.
+MAX_TENSORS_HEADER_BYTES = MAX_TENSORS * 256
+# A dimension of a tensor, a meta tensor's included: far above any real one, and every size,
+# stride and product of them fits in 64 bits.
+MAX_DIMENSION = 2**40
 # safetensors' dtype names: https://github.com/huggingface/safetensors (format section)
 _SAFETENSORS_DTYPES = {
     "F16": torch.float16, "BF16": torch.bfloat16, "F32": torch.float32, "F64": torch.float64,
@@ -181,6 +186,9 @@ def load_tensors(blob: bytearray) -> dict[str, torch.Tensor]:
     (meta_len,) = struct.unpack_from("<Q", blob)
     if meta_len > len(blob) - 8:
         raise ProtocolError("payload is not a valid safetensors blob: header longer than the payload")
+    if meta_len > MAX_TENSORS_HEADER_BYTES:  # parsed JSON takes many times its size in memory and time
+        raise ProtocolError(f"payload is not a valid safetensors blob: a header of {format_bytes(meta_len)}, where "
+                            f"at most {format_bytes(MAX_TENSORS_HEADER_BYTES)} are accepted")
     try:
         meta = json.loads(blob[8:8 + meta_len])
     except (ValueError, RecursionError):
@@ -208,7 +216,8 @@ def _tensor_entry(name: str, info: Any, data_len: int) -> tuple[torch.dtype, lis
     if isinstance(info, dict):
         name_of_dtype, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
         dtype = _SAFETENSORS_DTYPES.get(name_of_dtype) if isinstance(name_of_dtype, str) else None
-    if (dtype is None or type(shape) is not list or len(shape) > 64 or not all(type(n) is int and n >= 0 for n in shape)
+    if (dtype is None or type(shape) is not list or len(shape) > 64
+            or not all(type(n) is int and 0 <= n < MAX_DIMENSION for n in shape)
             or type(offsets) is not list or len(offsets) != 2 or not all(type(n) is int for n in offsets)
             or not 0 <= offsets[0] <= offsets[1] <= data_len
             or math.prod(shape) * dtype.itemsize != offsets[1] - offsets[0]):
@@ -219,7 +228,11 @@ def _tensor_entry(name: str, info: Any, data_len: int) -> tuple[torch.dtype, lis
 def _tensor_view(blob: bytearray, dtype: torch.dtype, shape: list[int], offset: int) -> torch.Tensor:
     count = math.prod(shape)
     if count == 0:
-        return torch.empty(shape, dtype=dtype)
+        try:
+            return torch.empty(shape, dtype=dtype)
+        except RuntimeError:  # no elements, but sizes whose strides overflow ([0, 2**39, 2**39])
+            raise ProtocolError(f"payload is not a valid safetensors blob: a shape of {len(shape)} dimensions "
+                                "whose strides overflow") from None
     if dtype == torch.bool:  # any byte but 0 is True; a bool tensor holding 2 would be undefined
         return torch.frombuffer(blob, dtype=torch.uint8, count=count, offset=offset).reshape(shape) != 0
     if offset % dtype.itemsize:  # unaligned (after an odd-sized tensor): copy this one
@@ -297,7 +310,7 @@ def _parse_device(text: Any, meta: bool = False) -> torch.device:
 
 def _meta_tensor(value: dict) -> torch.Tensor:
     shape, dtype = value["$meta"], value.get("dtype")
-    if not (isinstance(shape, list) and len(shape) <= 64 and all(type(n) is int and 0 <= n < 2**40 for n in shape)
+    if not (isinstance(shape, list) and len(shape) <= 64 and all(type(n) is int and 0 <= n < MAX_DIMENSION for n in shape)
             and isinstance(dtype, str) and dtype in _DTYPES):
         raise ProtocolError(f"malformed meta tensor {str(value)[:80]!r}")
     try:

@@ -40,7 +40,7 @@ from grader.sandbox.errors import (
 )
 from grader.sandbox.hung_calls import HungCalls
 from grader.sandbox.limits import Limits
-from grader.sandbox.protocol import Handle, Status
+from grader.sandbox.protocol import MAX_DIMENSION, Handle, Status
 from grader.sandbox.reference_timing import Construction, device_of, reference_seconds, seconds_of
 from grader.sandbox.zygote import Zygote
 
@@ -142,10 +142,14 @@ class StudentSession:
         code computes what a part asks for (a stock piece), so the child that received it ends
         with the test (:meth:`end_test`): no later test finds it there to pass off as its own."""
         try:
-            return self._request({"op": "define", "name": name, "source": source}, f"grader helper {name}", (), {})
+            module = self._request({"op": "define", "name": name, "source": source}, f"grader helper {name}", (), {})
         finally:  # whatever the child answers: it may have kept the source and said it failed
             if answers:
                 self._answers_in = self._process.generation
+        if not isinstance(module, RemoteObject):
+            raise StudentCrashed(f"grader helper {name}: the student process answered with a "
+                                 f"{clean(type(module).__name__, TYPE_NAME_CHARS)}, not the helper's module")
+        return module
 
     @contextmanager
     def standing_in(self, source: str, names: Sequence[str]) -> Iterator[None]:
@@ -381,7 +385,9 @@ class RemoteObject:
         reply = self._session._request({"op": "inspect", "handle": self.handle.id}, self.type_name, (), {}, owner=self)
         if not _is_inspection(reply):
             raise StudentCrashed(f"{self.type_name}: malformed reply to an inspection of the module")
-        return reply
+        # Not a module: every key a module's inspection has, empty, whatever else the reply said.
+        return reply if reply["module"] else {"module": False, "parameters": {}, "buffers": {}, "uninitialized": [],
+                                              "training": False}
 
     @contextmanager
     def holding(self, parameters: dict[str, torch.Tensor]) -> Iterator[None]:
@@ -416,7 +422,8 @@ def _is_inspection(reply: Any) -> bool:
 
     def shapes(value: Any) -> bool:
         return isinstance(value, dict) and all(
-            isinstance(shape, list) and all(type(n) is int and n >= 0 for n in shape) for shape in value.values())
+            isinstance(shape, list) and len(shape) <= 64 and all(type(n) is int and 0 <= n < MAX_DIMENSION for n in shape)
+            for shape in value.values())
 
     lazy = reply.get("uninitialized")  # names of a lazy module's tensors, which have no shape yet
     return (shapes(reply.get("parameters")) and shapes(reply.get("buffers")) and isinstance(reply.get("training"), bool)
