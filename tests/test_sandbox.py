@@ -329,6 +329,28 @@ def test_sleeping_call_times_out_and_a_fresh_child_serves_the_next(session_for):
     assert session.call("fast") == 1
 
 
+def test_a_reply_the_trusted_side_stops_reading_part_way_ends_its_child(session_for, monkeypatch):
+    # The trusted side's own bound (CPU, memory) can stop it inside a reply: the rest of that
+    # reply must not be read as the next request's.
+    session = session_for("def one():\n    return 1\ndef two():\n    return 2\n")
+    assert session.call("one") == 1
+    real_recv = child_process.protocol.recv
+    stopped = []
+
+    def stop_once(*args, **kwargs):
+        if not stopped:
+            stopped.append(True)
+            raise MemoryError("the trusted side's bound")
+        return real_recv(*args, **kwargs)
+
+    monkeypatch.setattr(child_process.protocol, "recv", stop_once)
+    generation = session._process.generation
+    with pytest.raises(MemoryError):
+        session.call("one")
+    assert session.call("two") == 2
+    assert session._process.generation == generation + 1  # a fresh child answered
+
+
 def test_memory_limit_stops_a_huge_allocation_with_a_clear_message(session_for):
     session = session_for("import torch\ndef hog():\n    return torch.empty(4 * 2**30, dtype=torch.uint8).fill_(1)\n"
                           "def fine():\n    return 3\n")

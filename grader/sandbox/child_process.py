@@ -143,6 +143,9 @@ class ChildProcess:
         except ProtocolError as exc:
             self._retire()
             raise StudentCrashed(f"{label}: invalid reply from the student process ({exc})") from None
+        except BaseException:  # the trusted side's own bound, say, part-way through a reply: no later
+            self._retire()     # request may read the rest of it as its own
+            raise
         finally:
             self._time_left -= time.monotonic() - started
 
