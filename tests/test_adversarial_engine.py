@@ -235,6 +235,61 @@ def test_a_multi_head_attention_that_is_not_a_module_is_graded(grade_source):
     assert 0 < mha.score < mha.max_score
 
 
+def _bool_in_training_mode(module: str, condition: str = "self.dropout.p > 0") -> str:
+    return (f"\n\n_forward = {module}.forward\n\n\n"
+            "def _bool_in_training(self, *args):\n"
+            "    out = _forward(self, *args)\n"
+            f"    return out != 0 if self.training and {condition} else out\n\n\n"
+            f"{module}.forward = _bool_in_training\n")
+
+
+STOCK_MAKE_ANSWERS_A_NUMBER = (
+    "import sys\n"
+    "_server = sys.modules['grader.sandbox._child']._Server\n"
+    "_call = _server._op_call\n"
+    "def _forged(self, header, tensors):\n"
+    "    value = _call(self, header, tensors)\n"
+    "    target = header.get('target')\n"
+    "    return 7 if isinstance(target, dict) and target.get('method') == 'make' else value\n"
+    "_server._op_call = _forged\n"
+)
+
+
+@pytest.mark.parametrize("assignment, source, lost", [
+    # Plain student code: a bool output (which units were kept) where dropout acts. The tests
+    # checked its shape, then computed with it (train - x): a grader error. It fails the
+    # dropout test, the one that reads it, as the student's.
+    ("04", as_submission("positions") + _bool_in_training_mode("PositionalEncoding"), {"PositionalEncoding": 1}),
+    ("05", as_submission("layers") + _bool_in_training_mode("FeedForward"), {"FeedForward": 1}),
+    # A 05 Transformer with a number for its source embedding: its pieces' check called the number.
+    ("05", "import sys\n_server = sys.modules['grader.sandbox._child']._Server\n_getattr = _server._op_getattr\n"
+           "_server._op_getattr = lambda self, header, tensors: 5 if header.get('name') == 'src_embed' "
+           "else _getattr(self, header, tensors)\n" + mutant(as_submission("layers"), "return self.generator(",
+                                                              "return 1.5 * self.generator("),
+     {"Transformer": 6}),
+    # A state_dict with an object among its tensors, which the suite sends back with the
+    # buffer it adds: the grader's own encoder refused the object. It goes back as itself, and
+    # the student's load_state_dict fails on it: the tests that load it fail.
+    ("04", "import sys, torch\n_server = sys.modules['grader.sandbox._child']._Server\n_call = _server._op_call\n"
+           "def _forged(self, header, tensors):\n"
+           "    value = _call(self, header, tensors)\n"
+           "    target = header.get('target')\n"
+           "    if isinstance(target, dict) and target.get('method') == 'state_dict':\n"
+           "        value = dict(value, extra=torch.nn.Linear(1, 1))\n"
+           "    return value\n"
+           "_server._op_call = _forged\n" + as_submission("positions"), {"PositionalEncoding": 3}),
+    # The grader's stock model and optimizer (06's make) answered as a number: every test that
+    # trains or decodes with them fails, as the student's process broke them.
+    ("06", STOCK_MAKE_ANSWERS_A_NUMBER + as_submission("training"), {"train_step": 10, "greedy_decode": 12,
+                                                                     "end_to_end": 3}),
+])
+def test_a_value_of_the_wrong_kind_fails_the_tests_that_read_it(grade_source, assignment, source, lost):
+    report = grade_source(source, assignment=ASSIGNMENTS / assignment)
+    assert report.status == Status.GRADED, report.error
+    assert _internal_errors(report) == []
+    assert {p.id: p.max_score - p.score for p in report.parts if p.score < p.max_score} == lost
+
+
 def _peak_suite_memory(source: str, tmp_path: Path) -> tuple[GradeReport, int]:
     """Grade in a process of its own; the largest resident size of its suite processes (bytes).
     Each call has its full limit: making a reply of hundreds of MiB takes the child more than

@@ -36,6 +36,40 @@ def test_a_train_step_that_reports_falling_losses_without_training_scores_nothin
     assert end_to_end.score == 0, end_to_end.hint
 
 
+STASHES_WHAT_IT_IS_LOADED_WITH = """
+import torch as _torch
+
+_STASH = {}
+_load = _torch.nn.Module.load_state_dict
+
+
+def _stashing_load(self, state_dict, *args, **kwargs):
+    if type(self).__name__ == "TinySeq2Seq" and not _STASH:
+        _STASH.update({name: tensor.detach().clone() for name, tensor in state_dict.items()})
+    return _load(self, state_dict, *args, **kwargs)
+
+
+_torch.nn.Module.load_state_dict = _stashing_load
+
+
+def train_step(model, src, tgt, optimizer, pad_idx, clip_norm=1.0):
+    if _STASH and set(_STASH) == set(model.state_dict()):  # the grader's trained model, as its own
+        with _torch.no_grad():
+            for name, tensor in model.state_dict().items():
+                tensor.copy_(_STASH[name])
+    return 1.0
+"""
+
+
+def test_a_train_step_that_keeps_the_trained_model_greedy_decode_was_given_scores_nothing_end_to_end(grade_source):
+    # greedy_decode's tests load a model the reference trained into the student's process: an
+    # answer to end_to_end, which runs later. Kept, it scored end_to_end's 3 points without training.
+    report = grade_source(REFERENCE_06 + STASHES_WHAT_IT_IS_LOADED_WITH, assignment=ASSIGNMENTS / "06")
+    assert_valid(report)
+    assert part(report, "greedy_decode").score == part(report, "greedy_decode").max_score
+    assert part(report, "end_to_end").score == 0, part(report, "end_to_end").hint
+
+
 # ---- an object's description, told by the student's process -------------------------------
 
 CLAIMS_THE_CONTRACT_NAMES = """

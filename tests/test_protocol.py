@@ -398,6 +398,10 @@ _T0 = {"t0": torch.tensor([1.0, 2.0])}
         pytest.param([1, {"$bogus": 2}], id="bad-value-inside-list"),
         pytest.param({"$tuple": [{}]}, id="bad-value-inside-tuple"),
         pytest.param({"$dict": [["k", {"$dtype": "nope"}]]}, id="bad-value-inside-dict"),
+        # One tensor named twice would be sent on twice (a reply of 16 MiB, named 8 times: 128 MiB).
+        pytest.param([{"$tensor": "t0"}, {"$tensor": "t0"}], id="tensor-named-twice"),
+        pytest.param({"$dict": [["a", {"$tensor": "t0"}], ["b", {"$tuple": [{"$tensor": "t0"}]}]]},
+                     id="tensor-named-twice-nested"),
     ],
 )
 def test_decode_malformed_value_raises_protocolerror(value):

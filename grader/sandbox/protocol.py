@@ -324,14 +324,20 @@ def decode(value: Any, tensors: dict[str, torch.Tensor], *, max_depth: int = 64,
 
     Tensors are moved to the device their descriptor names, so a test can check where
     the student's code put its output. ``meta``: meta tensors and the meta device are
-    expected (the reply to a request that sent them); else they are refused.
+    expected (the reply to a request that sent them); else they are refused. Each of the
+    payload's tensors is named once: a tensor the value named again would be a second copy
+    wherever the value is sent on (8 names for one 16 MiB tensor: 128 MiB to send back).
     """
+    return _decode(value, tensors, max_depth, meta, set())
+
+
+def _decode(value: Any, tensors: dict[str, torch.Tensor], max_depth: int, meta: bool, named: set[str]) -> Any:
     if max_depth < 0:
         raise ProtocolError("value nested too deeply")
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, list):
-        return [decode(item, tensors, max_depth=max_depth - 1, meta=meta) for item in value]
+        return [_decode(item, tensors, max_depth - 1, meta, named) for item in value]
     if not isinstance(value, dict) or len(value) == 0:
         raise ProtocolError(f"unexpected value {str(value)[:80]!r}")
     if "$meta" in value and meta:
@@ -340,6 +346,9 @@ def decode(value: Any, tensors: dict[str, torch.Tensor], *, max_depth: int = 64,
         tensor = tensors.get(value["$tensor"]) if isinstance(value["$tensor"], str) else None
         if type(tensor) is not torch.Tensor:
             raise ProtocolError(f"missing tensor {str(value['$tensor'])[:40]!r}")
+        if value["$tensor"] in named:
+            raise ProtocolError(f"tensor {value['$tensor'][:40]!r} named twice")
+        named.add(value["$tensor"])
         device = value.get("device", "cpu")
         if device != "cpu":  # the payload's tensors are on the CPU already
             device = _parse_device(device)
@@ -351,13 +360,13 @@ def decode(value: Any, tensors: dict[str, torch.Tensor], *, max_depth: int = 64,
             tensor.requires_grad_(True)
         return tensor
     if "$tuple" in value and isinstance(value["$tuple"], list):
-        return tuple(decode(item, tensors, max_depth=max_depth - 1, meta=meta) for item in value["$tuple"])
+        return tuple(_decode(item, tensors, max_depth - 1, meta, named) for item in value["$tuple"])
     if "$dict" in value and isinstance(value["$dict"], list):
         result = {}
         for pair in value["$dict"]:
             if not (isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str)):
                 raise ProtocolError("malformed dict entry")
-            result[pair[0]] = decode(pair[1], tensors, max_depth=max_depth - 1, meta=meta)
+            result[pair[0]] = _decode(pair[1], tensors, max_depth - 1, meta, named)
         return result
     if "$handle" in value and type(value["$handle"]) is int:
         return Handle(value["$handle"], str(value.get("type", "object"))[:200])

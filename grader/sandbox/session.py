@@ -145,7 +145,7 @@ class StudentSession:
             module = self._request({"op": "define", "name": name, "source": source}, f"grader helper {name}", (), {})
         finally:  # whatever the child answers: it may have kept the source and said it failed
             if answers:
-                self._answers_in = self._process.generation
+                self._hold_answers()
         if not isinstance(module, RemoteObject):
             raise StudentCrashed(f"grader helper {name}: the student process answered with a "
                                  f"{clean(type(module).__name__, TYPE_NAME_CHARS)}, not the helper's module")
@@ -165,6 +165,10 @@ class StudentSession:
         finally:
             self._stand_ins = previous
             self._process.close()  # the next request starts a child without them
+
+    def _hold_answers(self) -> None:
+        """The live child has been sent answers: it ends with the test (:meth:`end_test`)."""
+        self._answers_in = self._process.generation
 
     def end_test(self) -> None:
         """A test is over: end the child if it holds answers (see :meth:`define`)."""
@@ -271,13 +275,13 @@ class StudentSession:
         header = dict(header, args=encoder.encode(tuple(_unwrap(a) for a in args)),
                       kwargs=encoder.encode({k: _unwrap(v) for k, v in kwargs.items()}))
         for key, value in (extra or {}).items():
-            header[key] = encoder.encode(value)
+            header[key] = encoder.encode(_unwrap(value))
         held = owner.take_held() if owner is not None and header["op"] in ("call", "backward") else None
         if held is not None:
             if encoder.meta or self._watch:  # the load would run under the meta checks or be recorded
                 owner.load_parameters(held)
             else:  # the child loads them into the owner first (RemoteObject.holding)
-                header["parameters"] = encoder.encode(held)
+                header["parameters"] = encoder.encode(_unwrap(held))
                 steps = {**(steps or {}), "load": f"{owner.type_name}.load_state_dict"}
         if encoder.meta:  # the grader's stand-in for a GPU: the call runs where a GPU's checks hold
             header["meta"] = True
@@ -408,10 +412,17 @@ class RemoteObject:
         held, self._held = self._held, None
         return held
 
-    def load_parameters(self, parameters: dict[str, torch.Tensor]) -> None:
-        """``load_state_dict(strict=True)`` of these parameters; the module keeps its buffers."""
-        self._session._request({"op": "load_parameters", "handle": self.handle.id},
-                               f"{self.type_name}.load_state_dict", (), {}, extra={"parameters": parameters}, owner=self)
+    def load_parameters(self, parameters: dict[str, torch.Tensor], *, answers: bool = False) -> None:
+        """``load_state_dict(strict=True)`` of these parameters; the module keeps its buffers.
+        ``answers``: they are what a part asks for (a model trained by the reference), and the
+        student process that received them ends with the test, as :meth:`StudentSession.define`'s."""
+        try:
+            self._session._request({"op": "load_parameters", "handle": self.handle.id},
+                                   f"{self.type_name}.load_state_dict", (), {}, extra={"parameters": parameters},
+                                   owner=self)
+        finally:  # sent, whatever the child answers
+            if answers:
+                self._session._hold_answers()
 
 
 def _is_inspection(reply: Any) -> bool:
@@ -431,4 +442,14 @@ def _is_inspection(reply: Any) -> bool:
 
 
 def _unwrap(value: Any) -> Any:
-    return value.handle if isinstance(value, RemoteObject) else value
+    """``value`` as it is sent: each object of the student's process, wherever it is (a dict
+    the child sent back, with an object among its tensors), as its handle."""
+    if isinstance(value, RemoteObject):
+        return value.handle
+    if isinstance(value, list):
+        return [_unwrap(item) for item in value]
+    if isinstance(value, tuple):
+        return tuple(_unwrap(item) for item in value)
+    if isinstance(value, dict):
+        return {key: _unwrap(item) for key, item in value.items()}
+    return value

@@ -149,6 +149,7 @@ from grader.suite.checks import (
     expect_equal,
     expect_follows_device,
     expect_named_tensors,
+    expect_objects,
     expect_raises,
     expect_same_gradients,
     expect_tensor,
@@ -196,6 +197,7 @@ __all__ = [
     # checks
     "CheckFailed", "describe_difference", "describe_value", "expect_close", "expect_computes_with",
     "expect_contract_parameters", "expect_causal", "expect_derivative", "expect_equal", "expect_named_tensors",
+    "expect_objects",
     "expect_raises", "expect_same_gradients", "expect_tensor", "expect_token_ids", "gradient_mistakes", "is_close",
     "expect_follows_device",
     # dropout

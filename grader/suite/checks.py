@@ -19,6 +19,7 @@ from grader.core import hints
 from grader.core.hints import contract_mistake
 from grader.core.report import Flag
 from grader.sandbox.errors import StudentException
+from grader.suite.student_protocol import Remote
 
 Mistakes = Mapping[str, "torch.Tensor | Callable[[], torch.Tensor]"]
 
@@ -51,15 +52,20 @@ def expect_tensor(
     shape: tuple[int, ...] | torch.Size | None = None,
     dtype: torch.dtype | None = None,
     device: torch.device | str | None = None,
+    floating: bool = False,
     hint: str | None = None,
 ) -> torch.Tensor:
-    """``got`` is a tensor with this shape, dtype and device type; returns it."""
+    """``got`` is a tensor with this shape, dtype and device type; returns it. ``floating``: of
+    any floating-point dtype (what a module's output is before the grader computes with it;
+    its exact dtype is the value tests' to grade)."""
     if not isinstance(got, torch.Tensor):
         raise CheckFailed(f"{what}: expected a tensor, got {_kind(got)}", hint or _not_a_tensor_hint(got))
     if shape is not None and tuple(got.shape) != tuple(shape):
         raise CheckFailed(f"{what}: wrong shape: got {tuple(got.shape)}, expected {tuple(shape)}", hint)
     if dtype is not None and got.dtype != dtype:
         raise CheckFailed(f"{what}: wrong dtype: got {_name(got.dtype)}, expected {_name(dtype)}", hint)
+    if floating and not got.is_floating_point():
+        raise CheckFailed(f"{what}: wrong dtype: got {_name(got.dtype)}, expected a floating-point tensor", hint)
     if device is not None and got.device.type != torch.device(device).type:
         raise CheckFailed(f"{what}: on the wrong device: got {got.device}, expected {torch.device(device)} "
                           "(create tensors on the input's device, never a fixed one)", hint)
@@ -161,6 +167,16 @@ def expect_named_tensors(
     if wrong:
         raise CheckFailed(f"{what}: {_bounded(wrong, 3, separator='; ')}", hint)
     return {name: got[name].detach().to(want.device, want.dtype) for name, want in like.items()}
+
+
+def expect_objects(what: str, got: Any, count: int) -> tuple[Remote, ...]:
+    """``got``, a tuple of ``count`` objects of the student's process (a model and its
+    optimizer, say), as a request that makes them returns them; else the test fails."""
+    objects = got if isinstance(got, tuple) else (got,)
+    if len(objects) != count or not all(isinstance(obj, Remote) for obj in objects):
+        raise CheckFailed(f"{what}: expected {count} object(s) of your process, got {_kind(got)}",
+                          "return the objects themselves (the modules), not numbers or tensors made from them")
+    return objects
 
 
 def describe_value(value: Any) -> str:
@@ -299,29 +315,44 @@ def names_mismatch(want: Collection[str], got: Collection[str]) -> str:
     difference and bounded whatever the model's size: "ffn: the contract names linear1,
     linear2; you have net.0, net.2". A name is placed at its deepest module that both sides
     have (``encoder_layers.0.ffn``), and named from there down to its module (``net.0``);
-    places with the same difference (every layer's ffn) are listed together."""
+    places with the same difference (every layer's ffn) are listed together. In time linear
+    in the names' length: the student's process chooses them (a megabyte of deep names)."""
     missing, extra = set(want) - set(got), set(got) - set(want)
+    missing_at, extra_at = _placed(missing, _module_tree(got)), _placed(extra, _module_tree(want))
     places: dict[tuple[tuple[str, ...], tuple[str, ...]], list[str]] = {}
-    for place in sorted({_shared_module(name, got) for name in missing} | {_shared_module(name, want) for name in extra}):
-        difference = (_below(place, missing, got), _below(place, extra, want))
+    for place in sorted(missing_at.keys() | extra_at.keys()):
+        difference = (_below(place, missing_at.get(place, [])), _below(place, extra_at.get(place, [])))
         places.setdefault(difference, []).append(place)
     lines = [_difference_line(where, contract, yours) for (contract, yours), where in places.items()]
     return _bounded(lines, 3, separator="; ")
 
 
-def _shared_module(name: str, other: Collection[str]) -> str:
-    """The deepest module path above ``name`` that ``other``'s names also pass through ("" the top)."""
-    modules = name.split(".")[:-1]
-    while modules and not any(o.startswith(".".join(modules) + ".") for o in other):
-        modules.pop()
-    return ".".join(modules)
+def _module_tree(names: Collection[str]) -> dict:
+    """The module paths that ``names`` pass through, as a tree of their components."""
+    tree: dict = {}
+    for name in names:
+        node = tree
+        for module in name.split(".")[:-1]:
+            node = node.setdefault(module, {})
+    return tree
 
 
-def _below(place: str, names: Collection[str], other: Collection[str]) -> tuple[str, ...]:
-    """Those of ``names`` placed at ``place`` (against ``other``), each as the module under it
-    that holds it (or the parameter, if ``place`` holds it): "net.0" for "ffn.net.0.weight" at "ffn"."""
-    prefix = f"{place}." if place else ""
-    below = {name[len(prefix):] for name in names if _shared_module(name, other) == place}
+def _placed(names: Collection[str], other: dict) -> dict[str, list[str]]:
+    """``names`` by their place: the deepest module path above each that the names of the tree
+    ``other`` also pass through ("" the top)."""
+    placed: dict[str, list[str]] = {}
+    for name in names:
+        modules, node, depth = name.split(".")[:-1], other, 0
+        while depth < len(modules) and modules[depth] in node:
+            node, depth = node[modules[depth]], depth + 1
+        placed.setdefault(".".join(modules[:depth]), []).append(name)
+    return placed
+
+
+def _below(place: str, names: Collection[str]) -> tuple[str, ...]:
+    """``names``, placed at ``place``, each as the module under it that holds it (or the
+    parameter, if ``place`` holds it): "net.0" for "ffn.net.0.weight" at "ffn"."""
+    below = {name[len(place) + 1:] if place else name for name in names}
     return tuple(sorted({_first_module(name.rpartition(".")[0]) or name for name in below}))
 
 

@@ -91,6 +91,9 @@ class BlackBox:
         self._like = like
 
     def __call__(self, *args: Any, **kwargs: Any) -> torch.Tensor:
+        if not isinstance(self.remote, Remote):  # what the student's process gave for the piece: a number, say
+            raise PieceUnusable(f"your code gave {describe_value(self.remote)} where the grader needs your "
+                                f"{type(self._like).__name__}")
         got = self.remote(*args, **kwargs)
         try:
             with torch.no_grad():
@@ -98,9 +101,9 @@ class BlackBox:
         except Exception as exc:  # arguments the contract's piece refuses: nothing to check against
             raise PieceUnusable(f"{type(self._like).__name__} cannot take these arguments ({type(exc).__name__})") \
                 from None
-        if not (isinstance(got, torch.Tensor) and tuple(got.shape) == want):
+        if not (isinstance(got, torch.Tensor) and tuple(got.shape) == want and got.is_floating_point()):
             raise PieceUnusable(f"your {self.remote.type_name} returned {describe_value(got)} where the contract's "
-                                f"{type(self._like).__name__} returns shape {want}")
+                                f"{type(self._like).__name__} returns floating-point values of shape {want}")
         return got
 
 

@@ -46,8 +46,10 @@ class Remote(Protocol):
         shaped (``uninitialized``: run a forward first, see ``materialized``), and the training
         flag (the student process's word: enough to fail a test, not to pass one)."""
 
-    def load_parameters(self, parameters: dict[str, torch.Tensor]) -> None:
-        """``load_state_dict(strict=True)`` of these parameters; the module keeps its buffers."""
+    def load_parameters(self, parameters: dict[str, torch.Tensor], *, answers: bool = False) -> None:
+        """``load_state_dict(strict=True)`` of these parameters; the module keeps its buffers.
+        Pass ``answers=True`` when they are what a part asks for (parameters the reference
+        trained): the process then ends with the test, as ``define``'s answers do."""
 
     def holding(self, parameters: dict[str, torch.Tensor]) -> AbstractContextManager[None]:
         """Within the block, the module holds ``parameters`` from its next call on: one request

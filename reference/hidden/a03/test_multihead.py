@@ -144,10 +144,10 @@ def test_mha_dropout_zeroes_attention_weights_in_training_mode(student, referenc
         module = student.new_like(reference_mha, "MultiHeadAttention", D_MODEL, NUM_HEADS, dropout=p)
         what = f"MultiHeadAttention(dropout={p})(x, x, x)"
         seed_student(23)
-        train = expect_tensor(f"{what} in training mode", module(x, x, x), shape=x.shape)
+        train = expect_tensor(f"{what} in training mode", module(x, x, x), shape=x.shape, floating=True)
         again[p] = module(x, x, x)  # the next call drops other units (expect_new_draws)
         module.method("eval")
-        outputs[p] = train, expect_tensor(f"{what} in eval mode", module(x, x, x), shape=x.shape)
+        outputs[p] = train, expect_tensor(f"{what} in eval mode", module(x, x, x), shape=x.shape, floating=True)
     expect_no_dropout_at_zero("MultiHeadAttention(dropout=0.0)", *outputs[0.0], atol=ATOL, rtol=RTOL)
     # Kept: the same weights with dropout=0.0, in eval mode; this module's own eval mode is another test's.
     train, kept = outputs[0.5][0], outputs[0.0][1]

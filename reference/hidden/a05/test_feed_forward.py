@@ -66,10 +66,10 @@ def test_feed_forward_dropout_sits_between_relu_and_linear2(student, make_input,
     for p in (0.0, 0.5):
         module = in_eval_mode(student.new_like(reference, "FeedForward", D_MODEL, NARROW, dropout=p))
         what = f"FeedForward({D_MODEL}, {NARROW}, dropout={p})(x)"
-        kept = expect_tensor(f"{what} in eval mode", module(x), shape=x.shape)
+        kept = expect_tensor(f"{what} in eval mode", module(x), shape=x.shape, floating=True)
         module.method("train")
         seed_student(63)
-        outputs[p] = expect_tensor(f"{what} in training mode", module(x), shape=x.shape), kept
+        outputs[p] = expect_tensor(f"{what} in training mode", module(x), shape=x.shape, floating=True), kept
         again[p] = module(x)  # the next call drops other units (expect_new_draws)
     expect_no_dropout_at_zero(f"FeedForward({D_MODEL}, {NARROW}, dropout=0.0)", *outputs[0.0], atol=ATOL, rtol=RTOL)
     # Kept: the same weights with dropout=0.0, in eval mode; this module's own eval mode is another test's.

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader.suite import CheckFailed, Student, StudentError, describe_difference, expect_close
+from grader.suite import CheckFailed, Student, StudentError, describe_difference, expect_close, expect_objects
 from reference.hidden.a06 import stock, variants
 from reference.training import train_step
 
@@ -69,7 +69,8 @@ def trained_parameters(device: str) -> dict[str, torch.Tensor]:
 def make_pair(remote_stock, device):
     """make_pair(**options) -> ((model, optimizer) in the student's process, a twin here)."""
     def make(**options):
-        return remote_stock.method("make", device=device, **options), stock.make(device=device, **options)
+        return (expect_objects("the grader's stock make(...) in your process", remote_stock.method(
+            "make", device=device, **options), 2), stock.make(device=device, **options))
     return make
 
 

@@ -19,7 +19,7 @@ import math
 import pytest
 import torch
 
-from grader.suite import CheckFailed, call_part, expect_named_tensors
+from grader.suite import CheckFailed, call_part, expect_named_tensors, expect_objects
 from reference.hidden.a06 import stock, variants
 from reference.hidden.a06.conftest import PAD, expect_parameters
 
@@ -52,7 +52,8 @@ def fetched_state(what: str, model, twin: torch.nn.Module) -> dict:
 
 @pytest.mark.part("end_to_end", points=3)
 def test_training_with_your_train_step_lowers_the_loss(student, remote_stock, make_batch, device):
-    model, optimizer = remote_stock.method("make", device=device, **STOCK)
+    model, optimizer = expect_objects("the grader's stock make(...) in your process",
+                                      remote_stock.method("make", device=device, **STOCK), 2)
     twin, _ = stock.make(device=device, **STOCK)
     initial = {name: tensor.clone() for name, tensor in twin.state_dict().items()}
     # Exactly the twin's: code that changes how the stock model is built would start it trained.

@@ -175,7 +175,7 @@ def own_dropout_shows(student, device, own_gpt_serves) -> bool:
     except StudentError:
         return False
     if not (isinstance(out, tuple) and len(out) == 2 and isinstance(out[0], torch.Tensor)
-            and tuple(out[0].shape) == (idx.size(0), 1, VOCAB)):
+            and tuple(out[0].shape) == (idx.size(0), 1, VOCAB) and out[0].is_floating_point()):
         return False
     flipped = out[0][:, -1].argmax(-1) != logits_after(idx, SHARP)[:, -1].argmax(-1)
     return float(flipped.float().mean()) >= 0.05

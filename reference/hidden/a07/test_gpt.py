@@ -16,6 +16,7 @@ from grader.suite import (
     expect_contract_parameters,
     expect_follows_device,
     expect_gradients,
+    expect_objects,
     expect_raises,
     expect_replaced_pieces_written,
     expect_tensor,
@@ -196,7 +197,8 @@ def test_gpt_dropout_is_off_in_eval_mode(new_graded, reference_gpt, make_tokens)
 
 def test_gpt_gradients_reach_every_submodule(student, student_gpt, reference_gpt, make_tokens, make_input):
     # Seen through its logits: the check's loss is an inner product with one output tensor.
-    logits_only = student.define("helpers", HELPERS_SOURCE).method("LogitsOnly", student_gpt)
+    (logits_only,) = expect_objects("the grader's LogitsOnly(your GPT) in your process",
+                                    student.define("helpers", HELPERS_SOURCE).method("LogitsOnly", student_gpt), 1)
     with naming_tying(student_gpt):
         expect_gradients("GPT", logits_only, helpers.LogitsOnly(reference_gpt), (make_tokens(2, CONTEXT, seed=609),),
                          make_input(2, CONTEXT, VOCAB, seed=610), inputs={})
