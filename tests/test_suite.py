@@ -220,6 +220,13 @@ def test_a_black_box_returns_what_has_its_reference_twins_shape():
         black_box(_Piece(torch.zeros(400000, 1, 1, 1)), like)(x)
     with pytest.raises(PieceUnusable, match="returned a tuple of 2"):
         black_box(_Piece((x, x)), like)(x)
+    # What the student's process may give instead: a bool of which units were kept, or a
+    # number where its module should be (before, each went on into the grader's arithmetic).
+    with pytest.raises(PieceUnusable, match=r"returned \(2, 3, 4\) \(bool\) where the contract's Linear returns "
+                                            "floating-point values"):
+        black_box(_Piece(torch.ones(2, 3, 4, dtype=torch.bool)), like)(x)
+    with pytest.raises(PieceUnusable, match="your code gave int where the grader needs your Linear"):
+        black_box(5, like)(x)
 
 
 def test_a_piece_that_would_broadcast_makes_the_wiring_unusable_not_large():

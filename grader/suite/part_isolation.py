@@ -91,7 +91,7 @@ class BlackBox:
         self._like = like
 
     def __call__(self, *args: Any, **kwargs: Any) -> torch.Tensor:
-        if not isinstance(self.remote, Remote):  # what the student's process gave for the piece: a number, say
+        if not callable(self.remote):  # a plain value the student's process gave for the piece: a number, say
             raise PieceUnusable(f"your code gave {describe_value(self.remote)} where the grader needs your "
                                 f"{type(self._like).__name__}")
         got = self.remote(*args, **kwargs)
@@ -101,9 +101,12 @@ class BlackBox:
         except Exception as exc:  # arguments the contract's piece refuses: nothing to check against
             raise PieceUnusable(f"{type(self._like).__name__} cannot take these arguments ({type(exc).__name__})") \
                 from None
-        if not (isinstance(got, torch.Tensor) and tuple(got.shape) == want and got.is_floating_point()):
+        if not (isinstance(got, torch.Tensor) and tuple(got.shape) == want):
             raise PieceUnusable(f"your {self.remote.type_name} returned {describe_value(got)} where the contract's "
-                                f"{type(self._like).__name__} returns floating-point values of shape {want}")
+                                f"{type(self._like).__name__} returns shape {want}")
+        if not got.is_floating_point():  # a bool of which units were kept, say: no arithmetic takes it
+            raise PieceUnusable(f"your {self.remote.type_name} returned {describe_value(got)} where the contract's "
+                                f"{type(self._like).__name__} returns floating-point values")
         return got
 
 
