@@ -95,6 +95,12 @@ class Handle:
     type: str
 
 
+def is_shape(value: Any) -> bool:
+    """Whether ``value``, from a peer's JSON, is a tensor's shape: at most 64 ints, each in
+    ``[0, MAX_DIMENSION)``."""
+    return type(value) is list and len(value) <= 64 and all(type(n) is int and 0 <= n < MAX_DIMENSION for n in value)
+
+
 # ---- framing ----------------------------------------------------------------------
 
 
@@ -161,8 +167,9 @@ def recv(
 def save_tensors(tensors: dict[str, torch.Tensor]) -> bytes:
     """A safetensors blob of CPU tensors that need no gradient (as :class:`Encoder` makes
     them), each laid out in row-major order whatever its strides. Written here: the library's
-    writer takes three times as long for the few small tensors of a message. The widest dtypes first and the header padded to 8 bytes, as the
-    library lays it out, so every tensor starts aligned and :func:`load_tensors` reads it in place."""
+    writer takes three times as long for the few small tensors of a message. The widest dtypes
+    first and the header padded to 8 bytes, as the library lays it out, so every tensor starts
+    aligned and :func:`load_tensors` reads it in place."""
     header: dict[str, dict] = {}
     data: list[bytes] = []
     offset = 0
@@ -216,9 +223,7 @@ def _tensor_entry(name: str, info: Any, data_len: int) -> tuple[torch.dtype, lis
     if isinstance(info, dict):
         name_of_dtype, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
         dtype = _SAFETENSORS_DTYPES.get(name_of_dtype) if isinstance(name_of_dtype, str) else None
-    if (dtype is None or type(shape) is not list or len(shape) > 64
-            or not all(type(n) is int and 0 <= n < MAX_DIMENSION for n in shape)
-            or type(offsets) is not list or len(offsets) != 2 or not all(type(n) is int for n in offsets)
+    if (dtype is None or not is_shape(shape) or type(offsets) is not list or len(offsets) != 2 or not all(type(n) is int for n in offsets)
             or not 0 <= offsets[0] <= offsets[1] <= data_len
             or math.prod(shape) * dtype.itemsize != offsets[1] - offsets[0]):
         raise ProtocolError(f"payload is not a valid safetensors blob: bad entry for {name[:40]!r}")
@@ -310,8 +315,7 @@ def _parse_device(text: Any, meta: bool = False) -> torch.device:
 
 def _meta_tensor(value: dict) -> torch.Tensor:
     shape, dtype = value["$meta"], value.get("dtype")
-    if not (isinstance(shape, list) and len(shape) <= 64 and all(type(n) is int and 0 <= n < MAX_DIMENSION for n in shape)
-            and isinstance(dtype, str) and dtype in _DTYPES):
+    if not (is_shape(shape) and isinstance(dtype, str) and dtype in _DTYPES):
         raise ProtocolError(f"malformed meta tensor {str(value)[:80]!r}")
     try:
         return torch.empty(shape, dtype=_DTYPES[dtype], device="meta")

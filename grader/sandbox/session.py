@@ -40,7 +40,7 @@ from grader.sandbox.errors import (
 )
 from grader.sandbox.hung_calls import HungCalls
 from grader.sandbox.limits import Limits
-from grader.sandbox.protocol import MAX_DIMENSION, Handle, Status
+from grader.sandbox.protocol import Handle, Status, is_shape
 from grader.sandbox.reference_timing import Construction, device_of, reference_seconds, seconds_of
 from grader.sandbox.zygote import Zygote
 
@@ -432,9 +432,7 @@ def _is_inspection(reply: Any) -> bool:
         return True
 
     def shapes(value: Any) -> bool:
-        return isinstance(value, dict) and all(
-            isinstance(shape, list) and len(shape) <= 64 and all(type(n) is int and 0 <= n < MAX_DIMENSION for n in shape)
-            for shape in value.values())
+        return isinstance(value, dict) and all(is_shape(shape) for shape in value.values())
 
     lazy = reply.get("uninitialized")  # names of a lazy module's tensors, which have no shape yet
     return (shapes(reply.get("parameters")) and shapes(reply.get("buffers")) and isinstance(reply.get("training"), bool)
