@@ -233,6 +233,7 @@ def test_a_multi_head_attention_that_is_not_a_module_is_graded(grade_source):
     # Its values are right; what a module has (parameters by the contract's names, a device to follow) is not.
     mha = part(report, "MultiHeadAttention")
     assert 0 < mha.score < mha.max_score
+    assert mha.hint.startswith("subclass nn.Module"), mha.hint  # what is wrong, not which names are missing
 
 
 def _bool_in_training_mode(module: str, condition: str = "self.dropout.p > 0") -> str:

@@ -37,7 +37,7 @@ class FakeRemote:
         self._module = module
 
     def inspect(self) -> dict:
-        return {"parameters": {name: list(p.shape) for name, p in self._module.named_parameters()}}
+        return {"module": True, "parameters": {name: list(p.shape) for name, p in self._module.named_parameters()}}
 
 
 class Contract(nn.Module):

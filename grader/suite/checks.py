@@ -296,10 +296,14 @@ def expect_contract_parameters(
 
     The names come from ``inspect()``, the student process's word: enough to fail a test and
     name the mistake, not to pass one. Follow it with :func:`expect_computes_with`."""
-    got = {name: shape for name, shape in module.inspect()["parameters"].items() if name not in ignore}
+    inspection = module.inspect()
+    got = {name: shape for name, shape in inspection["parameters"].items() if name not in ignore}
     want = {name: list(p.shape) for name, p in reference.named_parameters()}
     if got == want:
         return
+    if not inspection["module"]:  # its parameters, if any, are out of torch's reach: say why, not which
+        raise CheckFailed(f"{what} is not a torch.nn.Module, so it has none of the contract's parameters",
+                          "subclass nn.Module and call super().__init__() first: its layers are then its parameters")
     missing, extra = want.keys() - got.keys(), got.keys() - want.keys()
     wrong = [f"{name}: got {got[name]}, expected {want[name]}" for name in sorted(want.keys() & got.keys())
              if got[name] != want[name]]

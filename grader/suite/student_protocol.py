@@ -42,9 +42,10 @@ class Remote(Protocol):
         """``obj.name``: a submodule comes back as another remote object."""
 
     def inspect(self) -> dict:
-        """For a module: parameter and buffer names with shapes, the names of lazy ones not yet
-        shaped (``uninitialized``: run a forward first, see ``materialized``), and the training
-        flag (the student process's word: enough to fail a test, not to pass one)."""
+        """Whether it is a module (``module``) and, for a module: parameter and buffer names with
+        shapes, the names of lazy ones not yet shaped (``uninitialized``: run a forward first, see
+        ``materialized``), and the training flag (the student process's word: enough to fail a
+        test, not to pass one). What is not a module has every key, empty."""
 
     def load_parameters(self, parameters: dict[str, torch.Tensor], *, answers: bool = False) -> None:
         """``load_state_dict(strict=True)`` of these parameters; the module keeps its buffers.
