@@ -14,12 +14,15 @@ only 2 MiB blocks that are already almost all resident, so the resident memory s
 was (a sparse block collapsed would fill its holes), and it changes no policy: memory the
 process maps later gets the machine's default pages. Where the kernel cannot (older, or THP
 set to ``never``), nothing happens. A child forked before the call keeps the old pages, which
-become its own: call it where such children are few and short-lived.
+become its own: call it where such children are few and short-lived. A process that also
+answers requests moves its heap a block at a time (:func:`heap_blocks`, :func:`collapse_block`),
+since on this project's virtual machines the whole heap takes the kernel about a second.
 """
 
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 
 _MADV_COLLAPSE = 25
@@ -30,26 +33,42 @@ _RESIDENT_SHARE = 0.9  # of a block's base pages: collapse it only where that ma
 def collapse_heap() -> int:
     """Put this process's resident private anonymous memory (``[heap]`` and unnamed mappings)
     on huge pages; how many bytes of it are on huge pages now (0 where the kernel cannot)."""
+    return sum(_huge_page_size() for block in heap_blocks() if collapse_block(block))
+
+
+def heap_blocks() -> list[int]:
+    """The addresses of the huge-page-sized blocks of this process's private anonymous memory,
+    in address order, each for :func:`collapse_block` (none where the kernel has no huge pages).
+    One block at a time, so that a process that also serves requests can answer between two."""
     huge = _huge_page_size()
     if not huge:
-        return 0
+        return []
+    return [block for start, end in _private_anonymous_ranges()
+            for block in range(-(-start // huge) * huge, end - huge + 1, huge)]
+
+
+def collapse_block(block: int) -> bool:
+    """Move the block at ``block`` onto one huge page if it is almost all resident; whether it
+    is on one now. A block took 10-15 ms of the kernel's time on the development machine."""
+    huge = _huge_page_size()
+    residency = ctypes.create_string_buffer(huge // os.sysconf("SC_PAGE_SIZE"))
+    if _libc().mincore(block, huge, residency) != 0:
+        return False
+    absent = residency.raw.count(0)  # the low bit of each page's byte: resident
+    if absent > (1 - _RESIDENT_SHARE) * len(residency.raw):
+        return False
+    return _libc().madvise(block, huge, _MADV_COLLAPSE) == 0  # else: not this block, or not this kernel
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL:
     libc = ctypes.CDLL(None, use_errno=True)
     libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
     libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
-    residency = ctypes.create_string_buffer(huge // os.sysconf("SC_PAGE_SIZE"))
-    moved = 0
-    for start, end in _private_anonymous_ranges():
-        for block in range(-(-start // huge) * huge, end - huge + 1, huge):
-            if libc.mincore(block, huge, residency) != 0:
-                continue
-            absent = residency.raw.count(0)  # the low bit of each page's byte: resident
-            if absent > (1 - _RESIDENT_SHARE) * len(residency.raw):
-                continue
-            if libc.madvise(block, huge, _MADV_COLLAPSE) == 0:  # else: not this block, or not this kernel
-                moved += huge
-    return moved
+    return libc
 
 
+@functools.cache
 def _huge_page_size() -> int:
     try:
         with open(_HUGE_PAGE_SIZE) as file:
