@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -138,3 +139,48 @@ def test_a_suite_is_collected_once_per_process():
     assignment = Assignment.load(ASSIGNMENT_03)
     suite, parts = assignment.hidden_suite, assignment.parts
     assert collected_suite(suite, parts) is collected_suite(Path(str(suite)), tuple(parts))
+
+
+# What a suite process imports that the grader process did not, as it grades the reference;
+# run in a fresh interpreter, as the `grade` command starts.
+NEW_IMPORTS = """
+import json, os, sys
+import grader.engine.api as api
+from grader.engine.options import GradeOptions
+from reference import as_submission, module_for
+
+number, out = sys.argv[1], sys.argv[2]
+path = os.path.join(os.path.dirname(out), "submission.py")
+with open(path, "w") as file:
+    file.write(as_submission(module_for(number)))
+grade_in_fork = api.run_suite
+
+def run_suite(*args, **kwargs):
+    before = set(sys.modules)
+    try:
+        return grade_in_fork(*args, **kwargs)
+    finally:
+        with open(out, "w") as file:
+            json.dump(sorted(set(sys.modules) - before), file)
+
+api.run_suite = run_suite
+pending = api.start_grading(f"assignments/{number}", path, GradeOptions(device="cpu"))
+pending.wait()
+assert pending.finish().status == "graded"
+print(json.dumps("torch._dynamo" in sys.modules))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("number", ["03", "06", "07"])
+def test_a_suite_process_finds_what_its_tests_import_already_imported(tmp_path, number):
+    """torch._dynamo (with sympy: 0.6 s, 37 MiB) is imported once per grader process where a
+    suite's own side needs it (06 builds optimizers: its suite.toml's suite_preload), and only
+    there: every suite process is a fork of the grader, whose memory each fork copies."""
+    out = tmp_path / "imported.json"
+    grader_has_dynamo = json.loads(subprocess.run(
+        [sys.executable, "-c", NEW_IMPORTS, number, str(out)], cwd=ROOT, check=True, capture_output=True,
+        text=True).stdout)
+    heavy = [name for name in json.loads(out.read_text()) if name.startswith(("torch._dynamo", "sympy"))]
+    assert heavy == []
+    assert grader_has_dynamo == (number == "06")

@@ -130,8 +130,15 @@ class Assignment:
 
     @property
     def preload(self) -> tuple[str, ...]:
-        """Modules the hidden suite asks the grader to import before forking (its suite.toml)."""
+        """Modules the student's processes import lazily on the suite's paths: the zygote
+        server imports them once, before it forks them (the suite.toml's ``preload``)."""
         return tuple(self._suite_spec().get("preload", ()))
+
+    @property
+    def suite_preload(self) -> tuple[str, ...]:
+        """Modules the suite's own side imports lazily: the grader imports them once, before it
+        forks each submission's suite process (the suite.toml's ``suite_preload``)."""
+        return tuple(self._suite_spec().get("suite_preload", ()))
 
     @property
     def reference_module(self) -> str | None:

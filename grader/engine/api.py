@@ -116,7 +116,7 @@ def start_grading(assignment: Assignment | str | Path, submission: str | Path | 
     path = Path(submission) if submission is not None else assignment.working_copy()
     device = resolve_device(options.device)
     isolation = choose(options.sandbox, reference_dir())  # probed here, so that every fork inherits the answers
-    for module in assignment.preload:  # once per grader process; every fork starts with it
+    for module in assignment.suite_preload:  # once per grader process; every suite process starts with it
         importlib.import_module(module)
 
     error = None

@@ -9,7 +9,7 @@ pay for again. Measured on the 2-core machine, torch 2.13:
 - ``pytest.main`` imports its built-in plugins (``_pytest.debugging`` imports pdb,
   ``_pytest.doctest`` doctest, ...): 0.2 s in every suite process.
 
-Hidden suites add their own in ``suite.toml`` (see ``Assignment.preload``).
+Hidden suites add their own in ``suite.toml`` (see ``Assignment.suite_preload``).
 """
 
 import importlib
