@@ -123,6 +123,60 @@ def test_the_tests_run_in_the_contract_s_order_of_parts(tmp_path):
     assert [t.name for t in run_forked(collected).tests] == ["test_p1", "test_p2", "test_w1", "test_w2"]
 
 
+# Tests that name the answers they send: each test's end tells the student's session whether
+# the next test sends the same answers (then its process carries on), as the last test checks.
+ANSWERS_SUITE = """
+import pytest
+
+@pytest.mark.part("p")
+@pytest.mark.answers("trained model")
+def test_a(student):
+    pass
+
+@pytest.mark.part("p")
+@pytest.mark.answers("trained model")
+def test_b(student):
+    pass
+
+@pytest.mark.part("p")
+@pytest.mark.answers("other answers")
+def test_c(student):
+    pass
+
+@pytest.mark.part("p")
+def test_d(student):
+    pass
+
+@pytest.mark.part("p")
+@pytest.mark.answers("trained model")
+def test_e(student):
+    assert student.ends == [True, False, False, False]
+"""
+
+
+class EndsOfTests:
+    """The student's session as the plugin sees it at each test's end."""
+
+    def __init__(self) -> None:
+        self.ends: list[bool] = []
+
+    def end_test(self, *, answers_carry_on: bool = False) -> None:
+        self.ends.append(answers_carry_on)
+
+
+def test_a_process_holding_answers_serves_the_next_test_only_where_it_names_the_same_answers(tmp_path):
+    collected = CollectedSuite(write_suite(tmp_path, test_answers=ANSWERS_SUITE))
+
+    def run() -> SuiteResult:
+        budget = trusted_bounds.apply(TEST_LIMITS, "cpu")
+        return SuiteResult(tuple(collected.run(EndsOfTests(), "cpu", None, budget)))
+
+    forked = ForkedRun(run, 60, TEST_LIMITS)
+    forked.wait()
+    assert [(t.name, t.verdict.outcome) for t in forked.result().tests] == [
+        ("test_a", "passed"), ("test_b", "passed"), ("test_c", "passed"), ("test_d", "passed"), ("test_e", "passed")]
+
+
 @pytest.mark.parametrize("source, why", [
     ("def test_x(:\n", "1 error(s)"),  # a test file that does not import
     ("def test_unmarked():\n    pass\n", "has no @pytest.mark.part"),

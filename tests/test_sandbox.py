@@ -1018,3 +1018,21 @@ def test_a_test_needing_a_missing_layer_skips_here_and_fails_where_every_layer_i
     monkeypatch.setenv("REQUIRE_SANDBOX", "1")  # CI
     with pytest.raises(pytest.fail.Exception, match="REQUIRE_SANDBOX=1, but this machine lacks the sandbox layers seccomp"):
         conftest.pytest_runtest_setup(_Marked("seccomp"))
+
+
+COUNTER = "N = 0\n\ndef bump():\n    global N\n    N += 1\n    return N\n"
+
+
+def test_answers_leave_with_their_process_unless_the_next_test_sends_the_same(session_for):
+    session = session_for(COUNTER)
+    assert session.call("bump") == 1
+    session.define("trained", "WEIGHTS = 42\n", answers=True)
+    session.end_test(answers_carry_on=True)  # the next test sends the same answers: one process serves both
+    assert session.call("bump") == 2
+    session.end_test()  # the test after that does not: the process that holds them ends
+    assert session.call("bump") == 1
+    session.end_test(answers_carry_on=True)  # nothing held: the process goes on as for any test
+    assert session.call("bump") == 2
+    session.define("trained", "WEIGHTS = 42\n", answers=True)
+    session.end_test()
+    assert session.call("bump") == 1

@@ -35,6 +35,7 @@ from grader.suite import fixtures as suite_fixtures
 from grader.suite.checks import CheckFailed
 
 PART_MARKER = "part"
+ANSWERS_MARKER = "answers"
 
 
 def classify(exc: BaseException | None, part: str = "") -> Verdict:
@@ -104,6 +105,9 @@ class GradingPlugin:
 
     def pytest_configure(self, config: pytest.Config) -> None:
         config.addinivalue_line("markers", f"{PART_MARKER}(name, points=1): the contract part a test grades")
+        config.addinivalue_line("markers", f"{ANSWERS_MARKER}(name): the answers a test sends the student's process "
+                                "(a model the reference trained): the tests next to it that name the same answers "
+                                "share that process, which ends before any other test")
         config.pluginmanager.register(suite_fixtures, "grader-suite-fixtures")
 
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
@@ -134,9 +138,10 @@ class GradingPlugin:
         return self._device
 
     @pytest.hookimpl(trylast=True)
-    def pytest_runtest_teardown(self, item: pytest.Item) -> None:
-        if self._session is not None:
-            self._session.end_test()  # after the fixtures' own teardown
+    def pytest_runtest_teardown(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
+        if self._session is not None:  # after the fixtures' own teardown
+            answers = _answers_of(item)
+            self._session.end_test(answers_carry_on=answers is not None and answers == _answers_of(nextitem))
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo) -> pytest.TestReport:
@@ -240,6 +245,12 @@ def _worth_rerunning(verdict: Verdict | None) -> bool:
     that passed, was skipped or failed inside the grader, nor the part's own stub."""
     return (verdict is not None and verdict.outcome in (Outcome.FAILED, Outcome.ERROR, Outcome.TIMEOUT)
             and not verdict.internal and verdict.hint not in (hints.NOT_IMPLEMENTED, hints.NOT_FOUND))
+
+
+def _answers_of(item: pytest.Item | None) -> str | None:
+    """The answers ``item`` declares it sends (its ``answers`` marker), if any."""
+    marker = item.get_closest_marker(ANSWERS_MARKER) if item is not None else None
+    return str(marker.args[0]) if marker is not None and marker.args else None
 
 
 def _part_of(item: pytest.Item) -> str:

@@ -170,11 +170,14 @@ class StudentSession:
         """The live child has been sent answers: it ends with the test (:meth:`end_test`)."""
         self._answers_in = self._process.generation
 
-    def end_test(self) -> None:
-        """A test is over: end the child if it holds answers (see :meth:`define`)."""
-        if self._answers_in == self._process.generation:
+    def end_test(self, *, answers_carry_on: bool = False) -> None:
+        """A test is over: end the child if it holds answers (see :meth:`define`), unless
+        ``answers_carry_on``: the next test sends the same answers (the suite says so), and the
+        child serves it too, holding them still."""
+        if self._answers_in == self._process.generation and not answers_carry_on:
             self._process.renew()
-        self._answers_in = None
+        if not answers_carry_on:
+            self._answers_in = None
 
     def preload(self) -> None:
         """Have the student's next process start now (its sandbox), while the suite gets ready:

@@ -50,7 +50,8 @@ class Remote(Protocol):
     def load_parameters(self, parameters: dict[str, torch.Tensor], *, answers: bool = False) -> None:
         """``load_state_dict(strict=True)`` of these parameters; the module keeps its buffers.
         Pass ``answers=True`` when they are what a part asks for (parameters the reference
-        trained): the process then ends with the test, as ``define``'s answers do."""
+        trained): the process then ends with the test, as ``define``'s answers do (or with the
+        last of the tests next to it marked ``answers`` with the same name: they share it)."""
 
     def holding(self, parameters: dict[str, torch.Tensor]) -> AbstractContextManager[None]:
         """Within the block, the module holds ``parameters`` from its next call on: one request

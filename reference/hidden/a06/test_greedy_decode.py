@@ -31,7 +31,9 @@ from reference.hidden.a06 import variants
 from reference.hidden.a06.conftest import BOS, EOS, PAD, reverse_batch, trained_parameters
 from reference.training import greedy_decode
 
-pytestmark = pytest.mark.part("greedy_decode")
+# Every test here holds the model the reference trained (the `trained` fixture), answers: they
+# share one student process, which ends before end_to_end's tests, where they would be the answer.
+pytestmark = [pytest.mark.part("greedy_decode"), pytest.mark.answers("the stock model trained by the reference")]
 
 # Sources of 2, 3, 4 and 5 words: with max_len=6 the trained model's rows end after 3, 4 and
 # 5 steps, and never (tests/test_variants_06.py checks it).
