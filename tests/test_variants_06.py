@@ -104,7 +104,7 @@ def test_stock_models_build_the_same_model_from_a_seed_and_leave_the_random_stat
 
 def _trained() -> torch.nn.Module:
     model, _ = stock.make(seed=3)
-    model.load_state_dict(trained_parameters("cpu"))
+    model.load_state_dict(trained_parameters())
     return model
 
 

@@ -21,17 +21,21 @@ import contextlib
 import functools
 import importlib
 import os
+import pickle
 from collections.abc import Generator, Sequence
 from pathlib import Path
 
 import pytest
+import torch
 from _pytest.config import _prepareconfig
 
 from grader.core.outcome import TestOutcome
 from grader.engine.plugin import GradingPlugin, StandIns
 from grader.sandbox import trusted_bounds
+from grader.sandbox.limits import die_with_parent
 from grader.sandbox.session import StudentSession
 from grader.sandbox.trusted_bounds import CpuBudget, TrustedBoundExceeded
+from grader.suite import computed_once
 from grader.suite.checks import CheckFailed
 
 # Only the plugins grading needs: whatever else is installed must not change grading, and
@@ -155,7 +159,35 @@ class CollectedSuite:
 def collected_suite(suite: Path, parts: tuple[str, ...]) -> CollectedSuite:
     """``suite`` collected in this process, once: every suite process forked from it runs it."""
     preload_suite(suite)
+    compute_suite_values(suite)
     return CollectedSuite(suite, parts)
+
+
+def compute_suite_values(suite: Path) -> None:
+    """Compute the suite's values that depend on no submission (:func:`grader.suite.once_per_grader`),
+    each in a fork of this process, which runs no torch op itself: every suite process forked
+    from it then starts with them. A value that fails here is left to each suite process, which
+    reports the failure as the suite's."""
+    for key, function in computed_once.pending(f"reference.hidden.{suite.name}"):
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # trusted: the reference's code only
+            code = 1
+            try:
+                os.close(read_end)
+                die_with_parent()
+                torch.set_num_threads(1)
+                with os.fdopen(write_end, "wb") as pipe:
+                    pipe.write(pickle.dumps(function()))
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(write_end)
+        with os.fdopen(read_end, "rb") as pipe:
+            data = pipe.read()
+        _, status = os.waitpid(pid, 0)
+        if os.waitstatus_to_exitcode(status) == 0:
+            computed_once.provide(key, pickle.loads(data))
 
 
 def preload_suite(suite: Path) -> None:

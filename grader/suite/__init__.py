@@ -27,6 +27,9 @@ Fixtures, served to every suite by the grader's pytest plugin (never imported):
   built next draws its weights from (build it on the CPU, then ``.to(device)``), as
   ``torch.manual_seed(n)`` does for it, without the 5 ms stack trace that one formats per call
   for each GPU backend not started.
+- ``@once_per_grader`` (a decorator, not a fixture): a function of no arguments whose value
+  does not depend on the submission (06's model the reference trains) is computed once per
+  grader process, not in every suite process (:mod:`grader.suite.computed_once`).
 - ``new_graded(reference, class_name, *args)``: the student's module holding the reference's
   weights, a stock piece in place of each piece of theirs that cannot hold them;
   ``new_for_names(reference, class_name, *args)``: the same without the weights, for a check
@@ -157,6 +160,7 @@ from grader.suite.checks import (
     gradient_mistakes,
     is_close,
 )
+from grader.suite.computed_once import once_per_grader
 from grader.suite.contract_parameters import expect_replaced_pieces_written, without_unexpected_biases
 from grader.suite.dropout import (
     DropoutHints,
@@ -216,6 +220,6 @@ __all__ = [
     # stock pieces and lazy modules
     "STOCK_REPLACED", "StockPiece", "expect_replaced_pieces_written", "materialized", "new_graded_like", "new_with_stock",
     "noting_stock", "source_defining", "with_stock", "without_unexpected_biases",
-    # reference modules
-    "seed_reference",
+    # reference modules and values
+    "once_per_grader", "seed_reference",
 ]

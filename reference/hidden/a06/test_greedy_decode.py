@@ -48,7 +48,7 @@ PROBE_SEED, PROBE_MAX_LEN = 0, 6
 def trained(make_pair, device):
     """(the trained stock model in the student's process, its twin here)."""
     (remote, _), (model, _) = make_pair(seed=3)
-    parameters = trained_parameters(str(device))
+    parameters = {name: value.to(device) for name, value in trained_parameters().items()}
     model.load_state_dict(parameters)
     # Trained by the reference: the answer to end_to_end's training, so no later test's process may hold it.
     remote.load_parameters(parameters, answers=True)
