@@ -1036,3 +1036,35 @@ def test_answers_leave_with_their_process_unless_the_next_test_sends_the_same(se
     session.define("trained", "WEIGHTS = 42\n", answers=True)
     session.end_test()
     assert session.call("bump") == 1
+
+
+PRINTER = "def show(text):\n    print(text, flush=True)\n"
+
+
+def test_what_a_process_prints_after_it_received_answers_stays_out_of_the_report(session_for):
+    """Answers (stock parts, a model the reference trained) printed into the report would reach
+    the student's next submission: a red team printed the stock train_step's bytecode so."""
+    session = session_for(PRINTER)
+    session.call("show", "before the answers")
+    session.define("stock", "WEIGHTS = [4, 2]\n", answers=True)
+    session.call("show", "the answers: [4, 2]")
+    session.end_test()  # that process ends; the next one holds no answers
+    session.call("show", "in a fresh process")
+    model = session.define("model", "import torch\nmodel = torch.nn.Linear(2, 1)\n").attr("model")
+    model.load_parameters({"weight": torch.ones(1, 2), "bias": torch.zeros(1)}, answers=True)
+    session.call("show", "the trained weights: ones")
+    session.close()
+    output = session.output()
+    assert "before the answers" in output and "in a fresh process" in output
+    assert "[4, 2]" not in output and "ones" not in output
+    assert "not shown: the output that followed the grader's stock parts" in output
+
+
+def test_a_process_given_no_answers_shows_all_it_printed(session_for):
+    session = session_for(PRINTER)
+    session.call("show", "first")
+    session.define("helpers", "X = 1\n")  # a helper, not answers
+    session.call("show", "second")
+    session.close()
+    assert "first" in session.output() and "second" in session.output()
+    assert "not shown" not in session.output()

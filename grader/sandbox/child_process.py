@@ -71,6 +71,7 @@ class ChildProcess:
         self._time_left = limits.student_time_s  # shrinks with every wait on the child
         self._output = bytearray()
         self._output_truncated = False
+        self._output_held_back = False  # what a child printed after it was sent answers (hold_back_output)
         self._load_failed: str | None = None
         self._printed_through = -1  # highest cell index whose output is already collected
         self._oom_kills = zygote.oom_kills()  # the submission's so far: one more means a child's was
@@ -160,7 +161,20 @@ class ChildProcess:
         text = clean(self._output.decode("utf-8", "replace"))
         if self._output_truncated:
             text += f"\n[output truncated after {format_bytes(self.limits.output_bytes)}]"
+        if self._output_held_back:
+            text += ("\n[not shown: the output that followed the grader's stock parts or a model the reference "
+                     "trained into your process (they are answers)]")
         return text
+
+    def hold_back_output(self) -> None:
+        """The live child is about to be sent answers: what it prints from now on stays out of
+        the report (see :meth:`StudentSession._request`)."""
+        child = self._child
+        if child is not None and child.output_until is None:
+            try:
+                child.output_until = os.fstat(child.output).st_size
+            except OSError:
+                child.output_until = max(child.output_from, 0)
 
     def renew(self) -> None:
         """End the live child and start its successor now (see :meth:`preload`)."""
@@ -317,7 +331,11 @@ class ChildProcess:
         room = max(self.limits.output_bytes - len(self._output), 0)
         try:
             if child.output_from >= 0:
-                data = os.pread(child.output, room + 1, child.output_from)
+                size = room + 1
+                if child.output_until is not None:
+                    size = min(size, max(child.output_until - child.output_from, 0))
+                    self._output_held_back |= os.fstat(child.output).st_size > child.output_until
+                data = os.pread(child.output, size, child.output_from)
                 self._output += data[:room]
                 self._output_truncated |= len(data) > room
         except OSError:

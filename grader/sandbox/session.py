@@ -142,10 +142,14 @@ class StudentSession:
         code computes what a part asks for (a stock piece), so the child that received it ends
         with the test (:meth:`end_test`): no later test finds it there to pass off as its own."""
         try:
-            module = self._request({"op": "define", "name": name, "source": source}, f"grader helper {name}", (), {})
+            return self._define(name, source, answers=answers)
         finally:  # whatever the child answers: it may have kept the source and said it failed
             if answers:
                 self._hold_answers()
+
+    def _define(self, name: str, source: str, *, answers: bool) -> RemoteObject:
+        module = self._request({"op": "define", "name": name, "source": source}, f"grader helper {name}", (), {},
+                               answers=answers)
         if not isinstance(module, RemoteObject):
             raise StudentCrashed(f"grader helper {name}: the student process answered with a "
                                  f"{clean(type(module).__name__, TYPE_NAME_CHARS)}, not the helper's module")
@@ -251,7 +255,7 @@ class StudentSession:
     def _stand_in(self, source: str, names: tuple[str, ...]) -> None:
         """Put the stock parts in place in the live child (see :meth:`standing_in`)."""
         self._stood_in = self._process.generation
-        stock = self.define("stock parts", source)  # answers, but the block's own: its child ends with it
+        stock = self._define("stock parts", source, answers=True)  # the block's own: its child ends with it
         self._request({"op": "stand_in", "handle": stock.handle.id, "names": list(names)}, "grader stock parts",
                       (), {})
 
@@ -265,8 +269,11 @@ class StudentSession:
                                             detail), None)
 
     def _request(self, header: dict, label: str, args, kwargs, extra: dict | None = None,
-                 owner: RemoteObject | None = None, steps: dict[str, str] | None = None) -> Any:
-        """``steps``: for a request of several steps, each step's label, for its exception."""
+                 owner: RemoteObject | None = None, steps: dict[str, str] | None = None, answers: bool = False) -> Any:
+        """``steps``: for a request of several steps, each step's label, for its exception.
+        ``answers``: the request sends answers, so what the child prints from then on stays out
+        of the report, where the student would read them back (the stock parts' code, a model's
+        weights) for the next submission."""
         self._process.start()  # first: a fresh child makes the objects of the last one stale
         if self._stand_ins is not None and self._stood_in != self._process.generation:
             self._stand_in(*self._stand_ins)
@@ -295,6 +302,8 @@ class StudentSession:
         limit = self._hung.limit(label, lambda: self._reference_time(label, header.get("target"), args, kwargs, owner),
                                  elements=sum(t.numel() for t in encoder.tensors.values()), objects=objects,
                                  job=self._like is not None)
+        if answers:
+            self._process.hold_back_output()
         try:
             reply, value = self._process.exchange(header, encoder.tensors, label, limit)
         except StudentTimeout:
@@ -422,7 +431,7 @@ class RemoteObject:
         try:
             self._session._request({"op": "load_parameters", "handle": self.handle.id},
                                    f"{self.type_name}.load_state_dict", (), {}, extra={"parameters": parameters},
-                                   owner=self)
+                                   owner=self, answers=answers)
         finally:  # sent, whatever the child answers
             if answers:
                 self._session._hold_answers()

@@ -143,6 +143,7 @@ class Child:
     sock: socket.socket
     output: int  # the child's stdout and stderr: a memfd, read by the grader with pread
     output_from: int = 0  # offset in its output where output new to the report begins
+    output_until: int | None = None  # and where it ends, when the child was sent answers (None: at its end)
 
     def kill(self) -> None:
         """Kill the child's whole process group (and the child, should it not lead one yet)."""
