@@ -348,3 +348,13 @@ def test_outcomes(exc, outcome):
 def test_a_fault_in_the_suite_is_flagged_internal_and_never_blamed_on_the_student():
     verdict = classify(KeyError("W_q.weight"), "p")
     assert verdict.internal is True and "internal grader error" in verdict.message
+
+
+def test_a_rerun_s_stub_hint_quotes_nothing_its_process_could_have_put_there():
+    # A rerun's process held the grader's stock parts (answers): a stub message could carry
+    # their source into the hint, which may become the test's (engine/plugin.py).
+    stolen = "class StockHead(nn.Module): ..."
+    exc = StudentException("MultiHead", "NotImplementedError", f"Head.forward: {stolen}", "", stub=True,
+                           stub_owner="Head")
+    assert stolen in classify(exc, "MultiHead").hint
+    assert classify(exc, "MultiHead", quote=False).hint == "MultiHead uses your Head, which is still a stub"

@@ -138,13 +138,15 @@ def stub_owner(stub_message: str) -> str | None:
     return owner if owner.isidentifier() else None
 
 
-def another_parts_stub(stub_message: str, part: str, owner: str | None = None) -> str | None:
+def another_parts_stub(stub_message: str, part: str, owner: str | None = None, *, quote: bool = True) -> str | None:
     """The hint for a test of ``part`` whose code raised a stub's NotImplementedError, when the
     stub is another part's: ``owner``, the class or function whose code raised it, else the one
-    its message names. None when it is the part's own (or neither says): then NOT_IMPLEMENTED."""
+    its message names. None when it is the part's own (or neither says): then NOT_IMPLEMENTED.
+    ``quote``: the hint quotes the stub's message (not from a process that held answers, which
+    the message could carry into the report)."""
     named = stub_owner(stub_message)
     owner = owner or named
     if not (owner and part and owner != part):
         return None
-    detail = stub_message.partition(":")[2].strip() if named == owner else stub_message.strip()
+    detail = (stub_message.partition(":")[2].strip() if named == owner else stub_message.strip()) if quote else ""
     return f"{part} uses your {owner}, which is still a stub" + (f" ({detail})" if detail else "")

@@ -38,8 +38,9 @@ PART_MARKER = "part"
 ANSWERS_MARKER = "answers"
 
 
-def classify(exc: BaseException | None, part: str = "") -> Verdict:
-    """How a test of ``part`` that raised ``exc`` (None: it passed) ended."""
+def classify(exc: BaseException | None, part: str = "", *, quote: bool = True) -> Verdict:
+    """How a test of ``part`` that raised ``exc`` (None: it passed) ended. ``quote``: its hint
+    may quote the student's text (see :func:`hints.another_parts_stub`)."""
     if exc is None:
         return Verdict(Outcome.PASSED)
     if isinstance(exc, CheckFailed):
@@ -47,7 +48,7 @@ def classify(exc: BaseException | None, part: str = "") -> Verdict:
     if isinstance(exc, StudentNotFound):
         return Verdict(Outcome.FAILED, str(exc), hints.NOT_FOUND)
     if isinstance(exc, StudentException) and exc.stub:
-        other = hints.another_parts_stub(exc.message, part, exc.stub_owner)
+        other = hints.another_parts_stub(exc.message, part, exc.stub_owner, quote=quote)
         if other:
             return Verdict(Outcome.FAILED, f"{exc.target} raised NotImplementedError: {exc.message}", other)
         return Verdict(Outcome.FAILED, f"`{exc.target}` is not implemented yet (it raises NotImplementedError)",
@@ -146,7 +147,8 @@ class GradingPlugin:
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo) -> pytest.TestReport:
         test = self._tests.get(item.nodeid)
-        verdict = _judge(call, test.part) if test is not None else None
+        # A rerun's hint may become the test's; its process held the stock parts, answers.
+        verdict = _judge(call, test.part, quote=not self._rerunning) if test is not None else None
         if verdict is not None and self._rerunning:
             self._rerun_verdict = verdict
         elif verdict is not None:  # the last stage that has one has the last word
@@ -181,6 +183,7 @@ class GradingPlugin:
                     passed, rerun = self._passes_with_stock(item)
                     test = self._tests[item.nodeid]
                     own_hint = (rerun.hint if not passed and _worth_rerunning(rerun) and rerun.hint
+                                and not (test.verdict.hint or "").startswith(rerun.hint)  # the same, unquoted
                                 else test.verdict.hint)
                     self._tests[item.nodeid] = replace(test, verdict=replace(test.verdict, passes_with_stock=passed,
                                                                              hint=own_hint))
@@ -229,14 +232,14 @@ def _plain_report(item: pytest.Item, call: pytest.CallInfo) -> pytest.TestReport
                              call.when, (), call.duration, call.start, call.stop, item.user_properties)
 
 
-def _judge(call: pytest.CallInfo, part: str) -> Verdict | None:
+def _judge(call: pytest.CallInfo, part: str, *, quote: bool = True) -> Verdict | None:
     """The verdict of one stage (setup, call, teardown) of a test of ``part``: every stage
     that raised has one, and so does the call; a teardown that fails after the call passed
     makes the test an error."""
     if call.excinfo is not None and call.excinfo.errisinstance(pytest.skip.Exception):
         return Verdict(Outcome.SKIPPED, str(call.excinfo.value))
     if call.excinfo is not None or call.when == "call":
-        return classify(call.excinfo.value if call.excinfo else None, part)
+        return classify(call.excinfo.value if call.excinfo else None, part, quote=quote)
     return None
 
 
