@@ -1068,3 +1068,29 @@ def test_a_process_given_no_answers_shows_all_it_printed(session_for):
     session.close()
     assert "first" in session.output() and "second" in session.output()
     assert "not shown" not in session.output()
+
+
+REWRITER = """
+import os
+
+START = 0
+
+def pad():
+    global START
+    START = os.lseek(1, 0, os.SEEK_CUR)
+    os.write(1, b"." * 64)
+
+def rewrite(text):
+    os.pwrite(1, text.encode(), START)
+"""
+
+
+def test_answers_written_over_what_a_process_printed_before_them_stay_out_of_the_report(session_for):
+    """A red team padded its output before the stock parts arrived, then wrote their source
+    over the padding with os.pwrite: output read when the process ended carried it."""
+    session = session_for(REWRITER)
+    session.call("pad")
+    session.define("stock", "def split_heads(x, h):\n    return x\n", answers=True)
+    session.call("rewrite", "def split_heads(x, h)")
+    session.close()
+    assert "." * 64 in session.output() and "split_heads" not in session.output()

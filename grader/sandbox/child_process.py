@@ -167,14 +167,22 @@ class ChildProcess:
         return text
 
     def hold_back_output(self) -> None:
-        """The live child is about to be sent answers: what it prints from now on stays out of
-        the report (see :meth:`StudentSession._request`)."""
+        """The live child is about to be sent answers: what it printed so far is read now, and
+        nothing it prints from now on reaches the report (see :meth:`StudentSession._request`).
+        Read now, not when it ends: its output is a file it can write anywhere in, so it could
+        write the answers over what it printed before (a red team's ``os.pwrite``)."""
         child = self._child
-        if child is not None and child.output_until is None:
-            try:
-                child.output_until = os.fstat(child.output).st_size
-            except OSError:
-                child.output_until = max(child.output_from, 0)
+        if child is None or child.output_until is not None:
+            return
+        child.output_until = 0
+        try:
+            child.output_until = os.fstat(child.output).st_size
+            if child.output_from >= 0:
+                room = max(self.limits.output_bytes - len(self._output), 0)
+                size = min(max(child.output_until - child.output_from, 0), room + 1)
+                self._take_output(os.pread(child.output, size, child.output_from))
+        except OSError:
+            pass  # nothing to add: the report says what the child printed before
 
     def renew(self) -> None:
         """End the live child and start its successor now (see :meth:`preload`)."""
@@ -328,20 +336,23 @@ class ChildProcess:
         return describe_exit(status, self.limits, out_of_memory=self._oom_kills > oom_kills)
 
     def _collect_output(self, child: Child) -> None:
-        room = max(self.limits.output_bytes - len(self._output), 0)
+        """What an ending child printed, into the report; of one sent answers, only whether it
+        printed more after them (the rest was read then)."""
         try:
-            if child.output_from >= 0:
-                size = room + 1
-                if child.output_until is not None:
-                    size = min(size, max(child.output_until - child.output_from, 0))
-                    self._output_held_back |= os.fstat(child.output).st_size > child.output_until
-                data = os.pread(child.output, size, child.output_from)
-                self._output += data[:room]
-                self._output_truncated |= len(data) > room
+            if child.output_until is not None:
+                self._output_held_back |= os.fstat(child.output).st_size > child.output_until
+            elif child.output_from >= 0:
+                room = max(self.limits.output_bytes - len(self._output), 0)
+                self._take_output(os.pread(child.output, room + 1, child.output_from))
         except OSError:
             pass  # nothing to add: the report says what the child printed before
         finally:
             child.close_output()
+
+    def _take_output(self, data: bytes) -> None:
+        room = max(self.limits.output_bytes - len(self._output), 0)
+        self._output += data[:room]
+        self._output_truncated |= len(data) > room
 
 
 class _LimitUsedUp(Deadline):
