@@ -358,3 +358,12 @@ def test_a_rerun_s_stub_hint_quotes_nothing_its_process_could_have_put_there():
                            stub_owner="Head")
     assert stolen in classify(exc, "MultiHead").hint
     assert classify(exc, "MultiHead", quote=False).hint == "MultiHead uses your Head, which is still a stub"
+
+
+def test_only_a_stub_hint_counts_as_the_same_hint_quoted():
+    unquoted = hints.another_parts_stub("Head.forward: paste it here", "MultiHead", quote=False)
+    assert hints.quotes_stub(hints.another_parts_stub("Head.forward: paste it here", "MultiHead"), unquoted)
+    assert not hints.quotes_stub(unquoted, unquoted)
+    # A part's own mistake, then a note on a piece: a hint of its own, not a quote of it.
+    assert not hints.quotes_stub("projected twice; also wrong by itself: your Head", "projected twice")
+    assert not hints.quotes_stub("projected twice (see the README)", "projected twice")

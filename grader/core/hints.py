@@ -138,6 +138,9 @@ def stub_owner(stub_message: str) -> str | None:
     return owner if owner.isidentifier() else None
 
 
+_STILL_A_STUB = "which is still a stub"
+
+
 def another_parts_stub(stub_message: str, part: str, owner: str | None = None, *, quote: bool = True) -> str | None:
     """The hint for a test of ``part`` whose code raised a stub's NotImplementedError, when the
     stub is another part's: ``owner``, the class or function whose code raised it, else the one
@@ -149,4 +152,10 @@ def another_parts_stub(stub_message: str, part: str, owner: str | None = None, *
     if not (owner and part and owner != part):
         return None
     detail = (stub_message.partition(":")[2].strip() if named == owner else stub_message.strip()) if quote else ""
-    return f"{part} uses your {owner}, which is still a stub" + (f" ({detail})" if detail else "")
+    return f"{part} uses your {owner}, {_STILL_A_STUB}" + (f" ({detail})" if detail else "")
+
+
+def quotes_stub(hint: str | None, unquoted: str) -> bool:
+    """Whether ``hint`` is ``unquoted``, another part's stub hint given with ``quote=False``,
+    quoting the stub's message (:func:`another_parts_stub`)."""
+    return unquoted.endswith(_STILL_A_STUB) and (hint or "").startswith(f"{unquoted} (")

@@ -183,7 +183,7 @@ class GradingPlugin:
                     passed, rerun = self._passes_with_stock(item)
                     test = self._tests[item.nodeid]
                     own_hint = (rerun.hint if not passed and _worth_rerunning(rerun) and rerun.hint
-                                and not (test.verdict.hint or "").startswith(rerun.hint)  # the same, unquoted
+                                and not hints.quotes_stub(test.verdict.hint, rerun.hint)  # the same, unquoted
                                 else test.verdict.hint)
                     self._tests[item.nodeid] = replace(test, verdict=replace(test.verdict, passes_with_stock=passed,
                                                                              hint=own_hint))
