@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
+from grader.engine import collected
 from grader.engine.collected import compute_suite_values
 from grader.suite import computed_once, once_per_grader
 
@@ -48,4 +50,19 @@ def test_a_value_that_fails_in_the_fork_is_left_to_each_suite_process():
     value = _as_in("reference.hidden.a_fails", only_here)
     compute_suite_values(Path("reference/hidden/a_fails"))
     assert len(computed_once.pending("reference.hidden.a_fails")) == 1
+    assert value() == "computed here"
+
+
+def test_a_value_that_takes_too_long_in_the_fork_is_left_to_each_suite_process(monkeypatch):
+    here = os.getpid()
+
+    def hangs_in_a_fork():
+        while os.getpid() != here:
+            time.sleep(1)
+        return "computed here"
+
+    monkeypatch.setattr(collected, "SUITE_VALUE_TIMEOUT_S", 0.5)
+    value = _as_in("reference.hidden.a_hangs", hangs_in_a_fork)
+    compute_suite_values(Path("reference/hidden/a_hangs"))
+    assert len(computed_once.pending("reference.hidden.a_hangs")) == 1
     assert value() == "computed here"
