@@ -177,10 +177,7 @@ class ChildProcess:
         child.output_until = 0
         try:
             child.output_until = os.fstat(child.output).st_size
-            if child.output_from >= 0:
-                room = max(self.limits.output_bytes - len(self._output), 0)
-                size = min(max(child.output_until - child.output_from, 0), room + 1)
-                self._take_output(os.pread(child.output, size, child.output_from))
+            self._take_output(child, child.output_until)
         except OSError:
             pass  # nothing to add: the report says what the child printed before
 
@@ -341,16 +338,21 @@ class ChildProcess:
         try:
             if child.output_until is not None:
                 self._output_held_back |= os.fstat(child.output).st_size > child.output_until
-            elif child.output_from >= 0:
-                room = max(self.limits.output_bytes - len(self._output), 0)
-                self._take_output(os.pread(child.output, room + 1, child.output_from))
+            else:
+                self._take_output(child)
         except OSError:
             pass  # nothing to add: the report says what the child printed before
         finally:
             child.close_output()
 
-    def _take_output(self, data: bytes) -> None:
+    def _take_output(self, child: Child, until: int | None = None) -> None:
+        """What ``child`` printed from ``output_from`` to ``until`` (None: its end), into the
+        report as far as its bound leaves room."""
+        if child.output_from < 0:
+            return
         room = max(self.limits.output_bytes - len(self._output), 0)
+        size = room + 1 if until is None else min(max(until - child.output_from, 0), room + 1)
+        data = os.pread(child.output, size, child.output_from)
         self._output += data[:room]
         self._output_truncated |= len(data) > room
 

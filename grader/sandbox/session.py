@@ -178,10 +178,11 @@ class StudentSession:
         """A test is over: end the child if it holds answers (see :meth:`define`), unless
         ``answers_carry_on``: the next test sends the same answers (the suite says so), and the
         child serves it too, holding them still."""
-        if self._answers_in == self._process.generation and not answers_carry_on:
+        if answers_carry_on:
+            return
+        if self._answers_in == self._process.generation:
             self._process.renew()
-        if not answers_carry_on:
-            self._answers_in = None
+        self._answers_in = None
 
     def preload(self) -> None:
         """Have the student's next process start now (its sandbox), while the suite gets ready:

@@ -41,7 +41,7 @@ def once_per_grader(function: Callable[[], T]) -> Callable[[], T]:
 def pending(package: str) -> list[tuple[str, Callable[[], Any]]]:
     """The decorated functions of ``package``'s modules whose value is not computed yet."""
     return [(key, function) for key, function in _FUNCTIONS.items()
-            if key not in _VALUES and (key.startswith(f"{package}.") or key.startswith(f"{package}:"))]
+            if key not in _VALUES and key.startswith((f"{package}.", f"{package}:"))]
 
 
 def provide(key: str, value: Any) -> None:
