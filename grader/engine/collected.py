@@ -22,10 +22,7 @@ import functools
 import importlib
 import os
 import pickle
-import select
-import signal
-import time
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
 
 import pytest
@@ -33,9 +30,9 @@ import torch
 from _pytest.config import _prepareconfig
 
 from grader.core.outcome import TestOutcome
+from grader.engine.forked import Forked
 from grader.engine.plugin import GradingPlugin, StandIns
 from grader.sandbox import trusted_bounds
-from grader.sandbox.limits import die_with_parent
 from grader.sandbox.session import StudentSession
 from grader.sandbox.trusted_bounds import CpuBudget, TrustedBoundExceeded
 from grader.suite import computed_once
@@ -173,44 +170,21 @@ def collected_suite(suite: Path, parts: tuple[str, ...]) -> CollectedSuite:
 def compute_suite_values(suite: Path) -> None:
     """Compute the suite's values that depend on no submission (:func:`grader.suite.once_per_grader`),
     each in a fork of this process, which runs no torch op itself: every suite process forked
-    from it then starts with them. A value that fails here is left to each suite process, which
-    reports the failure as the suite's."""
+    from it then starts with them. A value that fails or runs past ``SUITE_VALUE_TIMEOUT_S``
+    there is left to each suite process, which reports a failure as the suite's."""
     for key, function in computed_once.pending(f"reference.hidden.{suite.name}"):
-        read_end, write_end = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # trusted: the reference's code only
-            code = 1
-            try:
-                os.close(read_end)
-                die_with_parent()
-                torch.set_num_threads(1)
-                with os.fdopen(write_end, "wb") as pipe:
-                    pipe.write(pickle.dumps(function()))
-                code = 0
-            finally:
-                os._exit(code)
-        os.close(write_end)
-        data = _read_within(read_end, SUITE_VALUE_TIMEOUT_S)
-        if data is None:  # a batch must go on: each suite process computes it, within its own bounds
-            os.kill(pid, signal.SIGKILL)
-        _, status = os.waitpid(pid, 0)
-        if data is not None and os.waitstatus_to_exitcode(status) == 0:
+        fork = Forked(functools.partial(_pickled, function), SUITE_VALUE_TIMEOUT_S)
+        fork.wait()
+        data = fork.take()
+        if data is not None and fork.exited_cleanly():
             computed_once.provide(key, pickle.loads(data))
 
 
-def _read_within(fd: int, timeout_s: float) -> bytes | None:
-    """Everything until the writer closes ``fd``, or None if that takes longer than ``timeout_s``."""
-    chunks, deadline = [], time.monotonic() + timeout_s
-    try:
-        while True:
-            if not select.select([fd], [], [], max(deadline - time.monotonic(), 0))[0]:
-                return None
-            chunk = os.read(fd, 1 << 20)
-            if not chunk:
-                return b"".join(chunks)
-            chunks.append(chunk)
-    finally:
-        os.close(fd)
+def _pickled(function: Callable[[], object]) -> bytes:
+    """In the fork: ``function``'s value, computed with torch's one thread, as every suite
+    process computes."""
+    torch.set_num_threads(1)
+    return pickle.dumps(function())
 
 
 def preload_suite(suite: Path) -> None:

@@ -10,15 +10,8 @@ The student's code runs in children of a clean zygote, never of the grader (see
 
 from __future__ import annotations
 
-import gc
 import importlib
 import json
-import os
-import resource
-import select
-import signal
-import sys
-import time
 import traceback
 from collections.abc import Callable
 
@@ -29,9 +22,10 @@ from grader.core.ingest import Program
 from grader.core.outcome import SuiteResult
 from grader.engine import warm  # noqa: F401  (imports torch makes lazily, once per grader process)
 from grader.engine.collected import CollectedSuite, SuiteError
+from grader.engine.forked import Forked
 from grader.engine.plugin import StandIns
 from grader.sandbox import trusted_bounds
-from grader.sandbox.limits import Limits, die_with_parent
+from grader.sandbox.limits import Limits
 from grader.sandbox.session import StudentSession
 from grader.sandbox.workspace import Workspace
 from grader.sandbox.zygote import Zygote, ZygoteUnavailable
@@ -92,63 +86,40 @@ def _stand_ins(assignment: Assignment) -> StandIns | None:
 
 
 class ForkedRun:
-    """``function`` running in a forked process, its result coming back over a pipe as JSON.
-
-    Non-blocking, so one process can drive many (batch grading ``select``s on
-    :meth:`fileno`); :meth:`wait` blocks.
-    """
+    """``function`` running in a forked process (:class:`~grader.engine.forked.Forked`), its
+    result coming back as JSON. Non-blocking: batch grading ``select``s on :meth:`fileno`."""
 
     def __init__(self, function: Callable[[], SuiteResult], timeout_s: float, limits: Limits,
                  on_close: Callable[[], None] | None = None):
         self._on_close = on_close  # run here once the process has ended: it cannot clean up if killed
         self._limits = limits  # its trusted bounds, if ``function`` applies them (run_suite does)
-        self._ended: tuple[int, resource.struct_rusage] | None = None  # its wait status and resource usage
-        read_end, write_end = os.pipe()
-        gc.freeze()  # the fork's collections then skip (and so do not copy) the pages of what this process holds
-        pid = os.fork()
-        if pid == 0:  # the trusted suite process
-            os.close(read_end)
-            _serve_result(function, write_end)
-        os.close(write_end)
-        self.pid = pid
-        self.deadline = time.monotonic() + timeout_s
         self._timeout_s = timeout_s
-        self._fd = read_end
-        self._chunks: list[bytes] = []
-        self._done = False
+        self._fork = Forked(lambda: _result_json(function), timeout_s)
+        self._closed = False
+        self.pid = self._fork.pid
+        self.deadline = self._fork.deadline
 
     def fileno(self) -> int:
-        return self._fd
+        return self._fork.fileno()
 
     def poll(self) -> bool:
         """Read what is there without blocking; True once the whole result is in."""
-        while not self._done:
-            readable, _, _ = select.select([self._fd], [], [], 0)
-            if not readable:
-                break
-            chunk = os.read(self._fd, 1 << 20)
-            if chunk:
-                self._chunks.append(chunk)
-            else:
-                self._done = True
-        return self._done
+        return self._fork.poll()
 
     def wait(self) -> None:
         """Block until the result is in or the deadline passes."""
-        while not self.poll() and time.monotonic() < self.deadline:
-            select.select([self._fd], [], [], max(self.deadline - time.monotonic(), 0))
+        self._fork.wait()
 
     def result(self) -> SuiteResult:
         """The function's result; raises :class:`SuiteError` if it failed, ran too long or
         sent something else."""
         try:
-            if not self.poll():
-                os.kill(self.pid, signal.SIGKILL)
-                raise SuiteError(f"grading took longer than {self._timeout_s:g} s in total and was stopped")
+            data = self._fork.take()
         finally:
             self.close()
-        data = b"".join(self._chunks)
-        if not data and self._ended and trusted_bounds.killed_for_cpu(*self._ended, self._limits):
+        if data is None:
+            raise SuiteError(f"grading took longer than {self._timeout_s:g} s in total and was stopped")
+        if not data and trusted_bounds.killed_for_cpu(*self._fork.ended, self._limits):
             raise SuiteBoundExceeded(
                 f"grading stopped: checking this submission took the grader past its CPU-time bound of "
                 f"{self._limits.suite_cpu_s:g} s in all: values your code returned (an index, a size or a shape "
@@ -165,43 +136,21 @@ class ForkedRun:
 
     def close(self) -> None:
         """Stop the process if it still runs (its zygote and children die with it)."""
-        if self._fd < 0:
+        if self._closed:
             return
-        if not self._done:
-            os.kill(self.pid, signal.SIGKILL)
-        os.close(self._fd)
-        self._fd = -1
-        _, status, usage = os.wait4(self.pid, 0)
-        self._ended = status, usage
+        self._closed = True
+        self._fork.close()
         if self._on_close is not None:
             self._on_close()
 
 
-def _serve_result(function: Callable[[], SuiteResult], write_end: int) -> None:
-    """In the forked process: run ``function``, write its JSON result, exit. Never returns."""
-    code = 0
-    die_with_parent()  # a killed grader takes its suites (and so their zygotes and children) along
+def _result_json(function: Callable[[], SuiteResult]) -> bytes:
+    """In the suite process: ``function``'s result, or why there is none, as JSON."""
     try:
-        if not os.environ.get("GRADER_DEBUG"):
-            _silence_stdio()
         result = {"result": function().to_dict()}
     except SuiteError as exc:
         result = {"error": str(exc)}
-    except BaseException as exc:
+    except BaseException as exc:  # noqa: BLE001 - the grader's own failure, said in the report
         result = {"error": f"internal grader error: {type(exc).__name__}: {exc}"}
         traceback.print_exc()
-        code = 1
-    try:
-        with os.fdopen(write_end, "wb") as pipe:
-            pipe.write(json.dumps(result).encode())
-    finally:
-        os._exit(code)
-
-
-def _silence_stdio() -> None:
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, 1)
-    os.dup2(devnull, 2)
-    os.close(devnull)
-    # sys.stdout may not be fd 1 (under pytest's capture it is a file of its own).
-    sys.stdout = sys.stderr = open(os.devnull, "w")
+    return json.dumps(result).encode()
