@@ -350,8 +350,8 @@ def with_stock(module: Remote, reference: nn.Module, stock: Sequence[StockPiece]
 
 
 def _device_of(reference: nn.Module) -> torch.device:
-    parameters = list(reference.parameters())
-    return parameters[0].device if parameters else torch.device("cpu")
+    first = next(reference.parameters(), None)
+    return first.device if first is not None else torch.device("cpu")
 
 
 def _put_stock(module: Remote, found: dict, reference: nn.Module, stock: Sequence[StockPiece]) -> bool:
@@ -362,13 +362,13 @@ def _put_stock(module: Remote, found: dict, reference: nn.Module, stock: Sequenc
     device = _device_of(reference)
     by_class = {piece.name: piece for piece in stock}
     got = {**found["parameters"], **{name: None for name in found["uninitialized"]}}  # None: shape not known yet
+    shapes = {name: list(p.shape) for name, p in reference.named_parameters()}
     replaced: dict[str, list[tuple[str, list[str]]]] = {}
     for path, sub in reference.named_modules():
         piece = by_class.get(type(sub).__name__)
         if piece is None or not path or any(path.startswith(done + ".") for done, _ in _flat(replaced)):
             continue
-        want = {name[len(path) + 1:]: list(p.shape) for name, p in reference.named_parameters() if
-                name.startswith(path + ".")}
+        want = {name[len(path) + 1:]: shape for name, shape in shapes.items() if name.startswith(path + ".")}
         have = {name[len(path) + 1:]: shape for name, shape in got.items() if name.startswith(path + ".")}
         if not have or (have.keys() == want.keys() and all(have[n] in (None, want[n]) for n in want)):
             continue
