@@ -11,20 +11,23 @@ grader's stock parts. While the batch runs, the driver (the `grade batch` proces
 looked at twice a second: its resident memory and how many reports it has written, so a
 class of 1000 shows whether memory stays flat, whether time grows linearly, and how long the
 results folder and class report take once the last report is in.
+
+With ``--floor``, the same submissions are graded against a suite of one test that makes one
+call into the student's code: what grading costs a submission before any test's own work (its
+processes, its sandbox, pytest's run, the report), which no suite can go below.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import subprocess
+import shutil
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import nbformat
-from common import ROOT, import_torch_s
+from common import ROOT, import_torch_s, print_growth, run_watched
 from nbformat.v4 import new_code_cell, new_notebook
 
 from reference import as_submission
@@ -52,32 +55,26 @@ def make_submissions(folder: Path, count: int, mix: str = "course") -> None:
         (student / f"mha.{suffix}").write_text(text)
 
 
-def resident_mib(pid: int) -> float | None:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return None
+# The floor's suite: one test, one call into the student's code, through 03's own fixtures.
+FLOOR_TEST = """import pytest
+
+pytestmark = pytest.mark.part("split_heads")
 
 
-def run_watched(command: list[str], reports: Path) -> tuple[float, subprocess.CompletedProcess, list[tuple]]:
-    """Run the batch; its wall time, its result, and (seconds, reports written, driver MiB)
-    twice a second."""
-    samples = []
-    started = time.perf_counter()
-    with tempfile.TemporaryFile("w+") as stdout, tempfile.TemporaryFile("w+") as stderr:
-        process = subprocess.Popen(command, stdout=stdout, stderr=stderr, text=True, cwd=ROOT)
-        while process.poll() is None:
-            written = sum(1 for _ in reports.glob("*.json")) if reports.is_dir() else 0
-            samples.append((time.perf_counter() - started, written, resident_mib(process.pid)))
-            time.sleep(0.5)
-        elapsed = time.perf_counter() - started
-        stdout.seek(0)
-        stderr.seek(0)
-        result = subprocess.CompletedProcess(command, process.returncode, stdout.read(), stderr.read())
-    return elapsed, result, samples
+def test_one_call(student, make_input):
+    student.call("split_heads", make_input(2, 5, 12, seed=1), 3)
+"""
+
+
+def floor_checkout(folder: Path) -> Path:
+    """A folder to run the grader from whose ``reference`` package (found first, from the
+    working directory) is the repository's with 03's hidden suite cut to :data:`FLOOR_TEST`."""
+    reference = folder / "reference"
+    shutil.copytree(ROOT / "reference", reference, ignore=shutil.ignore_patterns("__pycache__"))
+    for test in (reference / "hidden" / "a03").glob("test_*.py"):
+        test.unlink()
+    (reference / "hidden" / "a03" / "test_floor.py").write_text(FLOOR_TEST)
+    return folder
 
 
 def main() -> None:
@@ -85,6 +82,7 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=200)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--mix", choices=("course", "mistakes"), default="course")
+    parser.add_argument("--floor", action="store_true", help="grade against a suite of one test and one call")
     args = parser.parse_args()
 
     import_s = import_torch_s()
@@ -92,37 +90,20 @@ def main() -> None:
         folder, out = Path(tmp, "submissions"), Path(tmp, "results")
         make_submissions(folder, args.count, args.mix)
         batch_s, result, samples = run_watched(
-            [sys.executable, "-m", "grader.cli", "batch", "assignments/03", str(folder), "--out", str(out),
-             "--jobs", str(args.jobs), "--device", "cpu"], out / "reports")
+            [sys.executable, "-m", "grader.cli", "batch", str(ROOT / "assignments/03"), str(folder), "--out", str(out),
+             "--jobs", str(args.jobs), "--device", "cpu"], out / "reports",
+            floor_checkout(Path(tmp, "floor")) if args.floor else ROOT)
         if result.returncode != 0:
             sys.exit(f"grade batch failed ({result.returncode}):\n{result.stderr[-3000:]}")
         summary = json.loads(result.stdout)
     per_submission = batch_s / args.count
     print(f"python -c 'import torch':   {import_s:.2f} s (best of 3)")
-    print(f"grade batch, {args.count} submissions, --jobs {args.jobs}: {batch_s:.1f} s in total "
+    suite = "a suite of one test and one call (--floor)" if args.floor else "03's hidden suite"
+    print(f"grade batch, {args.count} submissions, {suite}, --jobs {args.jobs}: {batch_s:.1f} s in total "
           f"(includes starting the grader and importing torch once)")
     print(f"seconds per submission:     {per_submission:.3f} s = {per_submission / import_s:.2f} x the torch import")
     print(f"statuses: {summary['counts']}, mean score {summary['score']['mean']} / {summary['score']['max_score']}")
     print_growth(samples, args.count)
-
-
-def print_growth(samples: list[tuple], count: int) -> None:
-    """Time and the driver's memory at each quarter of the class, and after the last report."""
-    def at(fraction: float) -> tuple:
-        return next(sample for sample in samples if sample[1] >= fraction * count)
-
-    if not samples or samples[-1][1] < count:
-        return
-    print("reports written   seconds   s per report since the last row   driver memory")
-    previous = None
-    for fraction in (0.25, 0.5, 0.75, 1.0):
-        seconds, written, mib = at(fraction)
-        rate = "" if previous is None else f"{(seconds - previous[0]) / max(written - previous[1], 1):.3f}"
-        print(f"{written:>15}   {seconds:>7.1f}   {rate:>32}   {mib or 0:>9.0f} MiB")
-        previous = (seconds, written)
-    last = at(1.0)
-    print(f"after the last report: {samples[-1][0] - last[0] + 0.5:.1f} s at most to write the results folder, "
-          f"the class report and exit; peak driver memory {max(s[2] or 0 for s in samples):.0f} MiB")
 
 
 if __name__ == "__main__":

@@ -5,7 +5,8 @@
 07's end_to_end trains the student's GPT for 100 AdamW steps in the student's process: the
 floor of grading it. This prints seconds per submission of `grade batch` next to that
 training alone (the stock loop, on the reference's GPT, one CPU thread, in a warm process),
-measured in the same run, and their ratio. The mistakes mix grades the reference with each of
+measured in the same run, and their ratio, then the seconds per report in each quarter of the
+batch: the first quarter's include starting the grader. The mistakes mix grades the reference with each of
 07's named mistakes in turn (reference/hidden/a07/mutants.py) instead: a class whose failing
 tests run again with the grader's stock parts.
 """
@@ -19,7 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from common import timed
+from common import print_growth, run_watched, timed
 
 from reference import as_submission
 from reference.hidden.a07.mutants import MUTANTS
@@ -64,8 +65,9 @@ def main() -> None:
             student = folder / f"student{index:04d}"
             student.mkdir(parents=True)
             (student / "gpt.py").write_text(f"# student {index}\n{sources[index % len(sources)]}")
-        batch_s, result = timed([sys.executable, "-m", "grader.cli", "batch", "assignments/07", str(folder),
-                                 "--out", str(out), "--jobs", str(args.jobs), "--device", "cpu"])
+        batch_s, result, samples = run_watched([sys.executable, "-m", "grader.cli", "batch", "assignments/07",
+                                                str(folder), "--out", str(out), "--jobs", str(args.jobs),
+                                                "--device", "cpu"], out / "reports")
         if result.returncode != 0:
             sys.exit(f"grade batch failed ({result.returncode}):\n{result.stderr[-3000:]}")
         reports = [json.loads(path.read_text()) for path in out.glob("reports/*.json")]
@@ -78,6 +80,7 @@ def main() -> None:
           f"({per_submission * args.jobs / training_s:.1f} x per job); one grading (median duration_s): "
           f"{grading:.2f} s = {grading / training_s:.1f} x")
     print(f"scores: {', '.join(scores)}")
+    print_growth(samples, args.count)
 
 
 if __name__ == "__main__":

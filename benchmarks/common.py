@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -21,3 +22,54 @@ def timed(command: list[str]) -> tuple[float, subprocess.CompletedProcess]:
 def import_torch_s(runs: int = 3) -> float:
     """The best of ``runs`` timings of ``python -c "import torch"``."""
     return min(timed([sys.executable, "-c", "import torch"])[0] for _ in range(runs))
+
+
+def resident_mib(pid: int) -> float | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return None
+
+
+def run_watched(command: list[str], reports: Path,
+                cwd: Path = ROOT) -> tuple[float, subprocess.CompletedProcess, list[tuple]]:
+    """Run the batch in ``cwd``; its wall time, its result, and (seconds, reports written,
+    driver MiB) twice a second."""
+    samples = []
+    started = time.perf_counter()
+    with tempfile.TemporaryFile("w+") as stdout, tempfile.TemporaryFile("w+") as stderr:
+        process = subprocess.Popen(command, stdout=stdout, stderr=stderr, text=True, cwd=cwd)
+        while process.poll() is None:
+            written = sum(1 for _ in reports.glob("*.json")) if reports.is_dir() else 0
+            samples.append((time.perf_counter() - started, written, resident_mib(process.pid)))
+            time.sleep(0.5)
+        elapsed = time.perf_counter() - started
+        # The last reports may land after the last look: one more, now that it has ended.
+        samples.append((elapsed, sum(1 for _ in reports.glob("*.json")) if reports.is_dir() else 0, None))
+        stdout.seek(0)
+        stderr.seek(0)
+        result = subprocess.CompletedProcess(command, process.returncode, stdout.read(), stderr.read())
+    return elapsed, result, samples
+
+
+def print_growth(samples: list[tuple], count: int) -> None:
+    """Time and the driver's memory at each quarter of the class, and after the last report."""
+    def at(fraction: float) -> tuple:
+        return next(sample for sample in samples if sample[1] >= fraction * count)
+
+    if not samples or samples[-1][1] < count:
+        return
+    print("reports written   seconds   s per report since the last row   driver memory")
+    previous = None
+    for fraction in (0.25, 0.5, 0.75, 1.0):
+        seconds, written, mib = at(fraction)
+        rate = "" if previous is None else f"{(seconds - previous[0]) / max(written - previous[1], 1):.3f}"
+        memory = f"{mib:.0f} MiB" if mib else "(it had ended)"
+        print(f"{written:>15}   {seconds:>7.1f}   {rate:>32}   {memory:>13}")
+        previous = (seconds, written)
+    last = at(1.0)
+    print(f"after the last report: {samples[-1][0] - last[0] + 0.5:.1f} s at most to write the results folder, "
+          f"the class report and exit; peak driver memory {max(s[2] or 0 for s in samples):.0f} MiB")
