@@ -1,6 +1,6 @@
 """Benchmark: batch-grade N generated submissions of assignment 03.
 
-    python benchmarks/batch_03.py [--count 200] [--jobs 2] [--mix course|mistakes]
+    python benchmarks/batch_03.py [--count 200] [--jobs 2] [--mix course|mistakes] [--floor]
 
 Prints seconds per submission next to the time of `python -c "import torch"` measured
 in the same run, on the same machine. The course mix: a quarter each of correct modules,
