@@ -6,6 +6,8 @@ import os
 import signal
 import time
 
+import pytest
+
 from grader.engine.forked import Forked
 
 
@@ -51,3 +53,14 @@ def test_what_a_fork_prints_stays_out_of_the_grader_s_output(capfd, monkeypatch)
     assert fork.take() == b"ok"
     out, err = capfd.readouterr()
     assert "from the fork" not in out and "raw stderr" not in err
+
+
+def test_a_fork_that_cannot_start_raises_and_leaves_no_descriptor_open(monkeypatch):
+    def no_room() -> int:
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    before = set(os.listdir("/proc/self/fd"))
+    monkeypatch.setattr(os, "fork", no_room)
+    with pytest.raises(BlockingIOError):
+        Forked(lambda: b"never", timeout_s=60)
+    assert set(os.listdir("/proc/self/fd")) == before

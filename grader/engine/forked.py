@@ -35,7 +35,12 @@ class Forked:
         self.ended: tuple[int, resource.struct_rusage] | None = None  # wait status and resource usage, once reaped
         read_end, write_end = os.pipe()
         gc.freeze()  # the fork's collections then skip (and so do not copy) the pages of what this process holds
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except BaseException:  # no room for a process, say: the batch goes on, so no descriptor may leak
+            os.close(read_end)
+            os.close(write_end)
+            raise
         if pid == 0:
             os.close(read_end)
             _serve(produce, write_end)
