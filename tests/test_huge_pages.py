@@ -34,7 +34,7 @@ sparse = mmap.mmap(-1, 64 << 20, flags=private)
 for offset in range(0, 64 << 20, 2 << 20):
     sparse[offset] = 1
 before = figure("Rss")
-moved = huge_pages.collapse_heap()
+moved = sum(huge_pages._huge_page_size() for block in huge_pages.heap_blocks() if huge_pages.collapse_block(block))
 print(moved, figure("AnonHugePages"), figure("Rss") - before)
 """
 
@@ -52,7 +52,7 @@ def test_dense_memory_moves_onto_huge_pages_and_sparse_memory_is_left_as_it_is()
     # Resident memory does not grow: a sparse block collapsed would have filled its 2 MiB.
     assert grown < 4 << 20
     if not _kernel_collapses():
-        pytest.skip("this kernel has no MADV_COLLAPSE, or THP is off: collapse_heap does nothing")
+        pytest.skip("this kernel has no MADV_COLLAPSE, or THP is off: collapse_block does nothing")
     # The dense 64 MiB: at least 62 of it, whatever its alignment to 2 MiB.
     assert moved >= 62 << 20 and huge >= 62 << 20
 

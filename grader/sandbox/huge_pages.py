@@ -8,15 +8,15 @@ see namespaces.py). On 2 MiB pages the same heap is 90 entries. A child that wri
 shared huge page gets a private copy of the 4 KiB it wrote, as before; only the parent's
 table is coarser.
 
-:func:`collapse_heap` asks the kernel (``MADV_COLLAPSE``, Linux 6.1) to move the process's
-resident heap onto huge pages now, once the heap is built and before the forks. It touches
-only 2 MiB blocks that are already almost all resident, so the resident memory stays as it
-was (a sparse block collapsed would fill its holes), and it changes no policy: memory the
-process maps later gets the machine's default pages. Where the kernel cannot (older, or THP
-set to ``never``), nothing happens. A child forked before the call keeps the old pages, which
-become its own: call it where such children are few and short-lived. A process that also
-answers requests moves its heap a block at a time (:func:`heap_blocks`, :func:`collapse_block`),
-since on this project's virtual machines the whole heap takes the kernel about a second.
+:func:`collapse_block` asks the kernel (``MADV_COLLAPSE``, Linux 6.1) to move one 2 MiB block
+of the process's heap (:func:`heap_blocks`) onto a huge page now, once the heap is built and
+before the forks. It touches only blocks that are already almost all resident, so the resident
+memory stays as it was (a sparse block collapsed would fill its holes), and it changes no
+policy: memory the process maps later gets the machine's default pages. Where the kernel cannot
+(older, or THP set to ``never``), nothing happens. A child forked before the call keeps the old
+pages, which become its own: call it where such children are few and short-lived. A block at a
+time, because on this project's virtual machines the whole heap takes the kernel about a second,
+and the process that does it (the zygote server) answers requests between two blocks.
 """
 
 from __future__ import annotations
@@ -28,12 +28,6 @@ import os
 _MADV_COLLAPSE = 25
 _HUGE_PAGE_SIZE = "/sys/kernel/mm/transparent_hugepage/hpage_pmd_size"
 _RESIDENT_SHARE = 0.9  # of a block's base pages: collapse it only where that many are in memory
-
-
-def collapse_heap() -> int:
-    """Put this process's resident private anonymous memory (``[heap]`` and unnamed mappings)
-    on huge pages; how many bytes of it are on huge pages now (0 where the kernel cannot)."""
-    return sum(_huge_page_size() for block in heap_blocks() if collapse_block(block))
 
 
 def heap_blocks() -> list[int]:
