@@ -27,7 +27,7 @@ import tempfile
 from pathlib import Path
 
 import nbformat
-from common import ROOT, import_torch_s, print_growth, run_watched
+from common import ROOT, import_torch_s, print_growth, run_watched, steady_s_per_report
 from nbformat.v4 import new_code_cell, new_notebook
 
 from reference import as_submission
@@ -102,6 +102,10 @@ def main() -> None:
     print(f"grade batch, {args.count} submissions, {suite}, --jobs {args.jobs}: {batch_s:.1f} s in total "
           f"(includes starting the grader and importing torch once)")
     print(f"seconds per submission:     {per_submission:.3f} s = {per_submission / import_s:.2f} x the torch import")
+    steady = steady_s_per_report(samples, args.count)
+    if steady is not None:
+        print(f"once the grader has started (from the first quarter on): {steady:.3f} s per report = "
+              f"{steady / import_s:.2f} x the torch import")
     print(f"statuses: {summary['counts']}, mean score {summary['score']['mean']} / {summary['score']['max_score']}")
     print_growth(samples, args.count)
 

@@ -20,7 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from common import print_growth, run_watched, timed
+from common import print_growth, run_watched, steady_s_per_report, timed
 
 from reference import as_submission
 from reference.hidden.a07.mutants import MUTANTS
@@ -79,6 +79,10 @@ def main() -> None:
     print(f"seconds per submission: {per_submission:.2f} s = {per_submission / training_s:.1f} x the bare training "
           f"({per_submission * args.jobs / training_s:.1f} x per job); one grading (median duration_s): "
           f"{grading:.2f} s = {grading / training_s:.1f} x")
+    steady = steady_s_per_report(samples, args.count)
+    if steady is not None:
+        print(f"once the grader has started (from the first quarter on): {steady:.2f} s per report = "
+              f"{steady / training_s:.1f} x the bare training")
     print(f"scores: {', '.join(scores)}")
     print_growth(samples, args.count)
 

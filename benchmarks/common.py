@@ -55,6 +55,16 @@ def run_watched(command: list[str], reports: Path,
     return elapsed, result, samples
 
 
+def steady_s_per_report(samples: list[tuple], count: int) -> float | None:
+    """Seconds per report from the first quarter of the class to the last report: the batch
+    once the grader has started (its imports, the suite's collection, the first forks)."""
+    if not samples or samples[-1][1] < count:
+        return None
+    first = next(sample for sample in samples if sample[1] >= 0.25 * count)
+    last = next(sample for sample in samples if sample[1] >= count)
+    return (last[0] - first[0]) / max(last[1] - first[1], 1)
+
+
 def print_growth(samples: list[tuple], count: int) -> None:
     """Time and the driver's memory at each quarter of the class, and after the last report."""
     def at(fraction: float) -> tuple:
