@@ -62,7 +62,9 @@ def steady_s_per_report(samples: list[tuple], count: int) -> float | None:
         return None
     first = next(sample for sample in samples if sample[1] >= 0.25 * count)
     last = next(sample for sample in samples if sample[1] >= count)
-    return (last[0] - first[0]) / max(last[1] - first[1], 1)
+    if last[1] <= first[1]:  # a class so small that one look saw its first quarter and its end
+        return None
+    return (last[0] - first[0]) / (last[1] - first[1])
 
 
 def print_growth(samples: list[tuple], count: int) -> None:
