@@ -55,13 +55,17 @@ def run_watched(command: list[str], reports: Path,
     return elapsed, result, samples
 
 
+def _first_look_with(samples: list[tuple], reports: float) -> tuple:
+    """The first sample that saw at least ``reports`` reports written."""
+    return next(sample for sample in samples if sample[1] >= reports)
+
+
 def steady_s_per_report(samples: list[tuple], count: int) -> float | None:
     """Seconds per report from the first quarter of the class to the last report: the batch
     once the grader has started (its imports, the suite's collection, the first forks)."""
     if not samples or samples[-1][1] < count:
         return None
-    first = next(sample for sample in samples if sample[1] >= 0.25 * count)
-    last = next(sample for sample in samples if sample[1] >= count)
+    first, last = _first_look_with(samples, 0.25 * count), _first_look_with(samples, count)
     if last[1] <= first[1]:  # a class so small that one look saw its first quarter and its end
         return None
     return (last[0] - first[0]) / (last[1] - first[1])
@@ -70,7 +74,7 @@ def steady_s_per_report(samples: list[tuple], count: int) -> float | None:
 def print_growth(samples: list[tuple], count: int) -> None:
     """Time and the driver's memory at each quarter of the class, and after the last report."""
     def at(fraction: float) -> tuple:
-        return next(sample for sample in samples if sample[1] >= fraction * count)
+        return _first_look_with(samples, fraction * count)
 
     if not samples or samples[-1][1] < count:
         return
