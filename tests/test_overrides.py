@@ -27,7 +27,6 @@ from grader.results.folder import read_results, report_path
 from grader.results.overrides import OverrideError, Overrides
 from grader.results.students import FILE_RULE, handins
 from grader.views.class_report import batch_summary, class_table, render_html
-from grader.views.feedback_pages import page_blocks, render_markdown
 from reference import as_submission
 from tests.conftest import ASSIGNMENT_03, ROOT
 from tests.test_gradebook import report, write

@@ -7,6 +7,7 @@ import ctypes
 import importlib
 import os
 import shutil
+import signal
 import socket
 import sys
 import tempfile
@@ -470,6 +471,14 @@ def test_cell_that_kills_the_process_is_skipped_and_later_cells_run(session_for)
     assert any("cell 2" in note and "segmentation fault" in note for note in session.notes)
 
 
+def test_a_process_killed_by_a_signal_without_a_name_is_described_by_its_number(session_for):
+    signum = signal.SIGRTMIN + 6  # a real-time signal: signal.Signals has no member for it
+    session = session_for("a = 1\n", f"import os\nos.kill(os.getpid(), {int(signum)})\n",
+                          "def value():\n    return a + 1\n")
+    assert session.call("value") == 2
+    assert any("cell 2" in note and f"killed by signal {int(signum)}" in note for note in session.notes), session.notes
+
+
 def test_module_that_exits_at_import_defines_nothing(session_for):
     session = session_for("import os\nos._exit(0)\ndef f():\n    return 1\n", kind="module")
     with pytest.raises(StudentNotFound):
@@ -640,6 +649,70 @@ def test_the_child_sees_no_other_process_and_holds_no_capability(session_for):
     assert set(session.call("capabilities").values()) == {0}
     assert session.call("signal_everyone") == "ProcessLookupError"  # nothing it may signal
     assert session.call("processes") == [1, 2]
+
+
+@needs_namespaces
+def test_each_init_gets_a_new_pid_namespace_and_its_forker_keeps_its_own():
+    # In a throwaway fork: fork_init changes, for a moment, where this process's children go.
+    read, write = os.pipe()
+    forker = os.fork()
+    if forker == 0:
+        try:
+            os.close(read)
+            for _ in range(2):
+                if namespaces.fork_init() == 0:  # init
+                    os.write(write, f"init {os.getpid()} {os.readlink('/proc/self/ns/pid')}\n".encode())
+                    os._exit(0)
+                os.wait()
+            if os.fork() == 0:  # an ordinary child, after the inits
+                os.write(write, f"plain {os.getppid()} {os.readlink('/proc/self/ns/pid')}\n".encode())
+                os._exit(0)
+            os.wait()
+            os._exit(0)
+        except BaseException:
+            os._exit(1)
+    os.close(write)
+    with os.fdopen(read) as lines:
+        seen = [line.split() for line in lines]
+    assert os.waitstatus_to_exitcode(os.waitpid(forker, 0)[1]) == 0
+    ours = os.readlink("/proc/self/ns/pid")
+    assert [(kind, pid) for kind, pid, _ in seen] == [("init", "1"), ("init", "1"), ("plain", str(forker))]
+    first, second, plain = (namespace for _, _, namespace in seen)
+    assert len({first, second, ours}) == 3 and plain == ours
+
+
+def test_the_student_status_is_inits_word_or_else_how_init_ended():
+    killed = 9  # the raw wait status of a process ended by SIGKILL
+    read, write = os.pipe()
+    os.write(write, namespaces.STATUS.pack(11 << 8))  # the student's process exited with code 11
+    os.close(write)
+    assert os.waitstatus_to_exitcode(namespaces.student_status(0, read)) == 11
+    read, write = os.pipe()
+    os.close(write)  # init was killed before it wrote
+    assert namespaces.student_status(killed, read) == killed
+    for forged in (b"\x01\x02", namespaces.STATUS.pack(0x137f), namespaces.STATUS.pack(0x7e)):
+        read, write = os.pipe()  # a torn word; a stopped process's status; a signal that does not exist
+        os.write(write, forged)
+        os.close(write)
+        assert namespaces.student_status(killed, read) == killed, forged
+
+
+@needs_namespaces
+def test_the_child_cannot_reach_the_descriptors_or_memory_of_its_init(session_for):
+    # Init holds the pipe it tells the grader through how the student's process ended. It keeps
+    # its capabilities, which the student's process dropped: the kernel lets a process open
+    # another's descriptors or memory only where the other's capabilities are a subset of its own.
+    session = session_for("import os\n"
+                          "def open_all(process):\n"
+                          "    outcomes = []\n"
+                          "    for name in ['mem', *(f'fd/{fd}' for fd in os.listdir(f'/proc/{process}/fd'))]:\n"
+                          "        try:\n            os.close(os.open(f'/proc/{process}/{name}', os.O_RDONLY))\n"
+                          "            outcomes.append('opened')\n"
+                          "        except OSError as exc:\n            outcomes.append(type(exc).__name__)\n"
+                          "    return outcomes\n",
+                          layers=NAMESPACES_ONLY)
+    assert set(session.call("open_all", 1)) == {"PermissionError"}
+    assert "opened" in session.call("open_all", "self")  # its own, still
 
 
 @needs_namespaces

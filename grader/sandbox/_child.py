@@ -55,10 +55,13 @@ def run(
     device: str,
     hidden_paths: tuple[str, ...],
     isolation: Isolation,
+    status_pipe: int,
 ) -> None:
     """Confine this process, receive the program, run it, serve calls. Never returns.
 
-    ``output`` becomes stdout and stderr (a memfd the grader reads). The program comes from
+    ``output`` becomes stdout and stderr (a memfd the grader reads). With namespaces, this
+    process is their init (see :func:`namespaces.fork_init`) and ``status_pipe`` is where it
+    tells the zygote how the student's process ended (else -1). The program comes from
     the trusted side over ``sock``, after confinement: the processes this one was forked
     from never held a submission.
     """
@@ -66,7 +69,7 @@ def run(
     confined = False
     try:
         sock = _to_high_descriptor(sock)
-        _confine(limits, scratch, device, hidden_paths, isolation, output)
+        _confine(limits, scratch, device, hidden_paths, isolation, output, status_pipe)
         confined = True
         protocol.send(sock, {"event": "started"})  # the program's time limits count from here
         message, _ = protocol.recv(sock, max_header=PROGRAM_MESSAGE_BYTES, max_payload=0)
@@ -103,7 +106,7 @@ def _to_high_descriptor(sock: socket.socket) -> socket.socket:
 
 
 def _confine(limits: Limits, scratch: Path, device: str, hidden_paths: tuple[str, ...], isolation: Isolation,
-             output: int) -> None:
+             output: int, status_pipe: int) -> None:
     os.setsid()  # own session and process group: the parent kills the whole group
     die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_DFL)
@@ -117,8 +120,8 @@ def _confine(limits: Limits, scratch: Path, device: str, hidden_paths: tuple[str
     torch.set_num_threads(limits.threads)
     if isolation.namespaces:
         # From here on: no network, no other processes in sight, a read-only filesystem with
-        # a size-capped scratch tmpfs, no capabilities. Whatever the student starts dies with us.
-        namespaces.enter(str(scratch), limits.scratch_bytes, limits.scratch_files, hidden_paths)
+        # a size-capped scratch tmpfs, no capabilities. Whatever the student starts dies with init.
+        namespaces.enter(str(scratch), limits.scratch_bytes, limits.scratch_files, hidden_paths, status_pipe)
     if device.startswith("cuda"):
         _open_cuda(device, limits)
     env = {key: os.environ[key] for key in _KEPT_ENV if key in os.environ}
@@ -130,7 +133,7 @@ def _confine(limits: Limits, scratch: Path, device: str, hidden_paths: tuple[str
         seccomp.restrict()  # tracing, mounting, BPF, io_uring... fail with EPERM
     if not device.startswith("cuda"):
         resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
-    # Last: the relay and init above close descriptors up to this limit (the socket is at 512).
+    # Last: init above closes descriptors up to this limit (the socket is at 512).
     resource.setrlimit(resource.RLIMIT_NOFILE, (limits.open_files, limits.open_files))
 
 

@@ -460,7 +460,12 @@ def describe_exit(status: int | None, limits: Limits, out_of_memory: bool = Fals
         signal.SIGSEGV: "segmentation fault, often memory exhausted",
         signal.SIGABRT: "aborted, often memory exhausted",
     }
-    return reasons.get(signum, f"killed by {signal.Signals(signum).name}")
+    if signum in reasons:
+        return reasons[signum]
+    try:
+        return f"killed by {signal.Signals(signum).name}"
+    except ValueError:  # a real-time signal between SIGRTMIN and SIGRTMAX has no name of its own
+        return f"killed by signal {signum}"
 
 
 def _reported_operator(event: dict, recording: bool, reported: int) -> str:

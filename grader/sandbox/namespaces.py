@@ -23,10 +23,11 @@ Then the process drops every capability: still uid 0 to the kernel (the Python
 installation may live in a directory only root can read), but unable to mount, unmount,
 trace, or override file permissions. Needs root; :func:`namespaces_available` probes once.
 
-Three processes stand where the zygote forked one: a *relay* outside the namespaces
-(the PID the grader knows), *init* inside, and the student's process. The relay ends the
-way the student's process ended (exit code or signal), so the grader's messages about
-limits stay exact.
+Two processes stand where the zygote forked one: *init*, PID 1 of the new PID namespace and
+the PID the grader knows (:func:`fork_init` forks it straight into that namespace), and the
+student's process below it. Init tells the zygote how the student's process ended (exit
+code or signal) through a pipe, since no signal from inside its namespace can end init
+itself, so the grader's messages about limits stay exact.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ import os
 import signal
 import struct
 import tempfile
+import time
 
 from grader.sandbox import cgroups
 from grader.sandbox.limits import die_with_parent, fork_when_room
@@ -46,7 +48,7 @@ _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REC, _MS_PRIVATE = 1, 2, 4, 8
 _SYS_MOUNT_SETATTR, _AT_RECURSIVE, _MOUNT_ATTR_RDONLY = 442, 0x8000, 0x1
 _PR_CAPBSET_DROP, _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 24, 47, 4
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
-_STATUS = struct.Struct("i")
+STATUS = struct.Struct("i")  # a wait status, as init passes it on
 
 
 class _MountAttr(ctypes.Structure):
@@ -64,8 +66,8 @@ def _check(result: int, what: str) -> None:
         raise OSError(errno, f"{what}: {os.strerror(errno)}")
 
 
-def _unshare() -> None:
-    _check(_libc().unshare(CLONE_NEWNET | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC), "unshare")
+def _unshare(flags: int) -> None:
+    _check(_libc().unshare(flags), "unshare")
 
 
 def _mount(source: str, target: str, fstype: str | None, flags: int, options: str | None = None) -> None:
@@ -103,70 +105,81 @@ def drop_capabilities() -> None:
     _check(libc.capset(header, data), "capset")
 
 
-def enter(scratch: str, scratch_bytes: int, scratch_files: int, hidden_paths: tuple[str, ...]) -> None:
-    """Continue this process's work inside new namespaces; returns there only, in the
-    student's process, with a fresh tmpfs as ``scratch`` and as its working directory."""
-    # A failed first fork into a new PID namespace breaks it for good (every later fork
-    # gets ENOMEM), so first make sure the pids cgroup has room for init and the student.
-    cgroups.wait_for_room(2)
-    status_read, status_write = os.pipe()
-    _unshare()
-    if fork_when_room():
-        os.close(status_write)
-        _relay(status_read)
-    os.close(status_read)
-    die_with_parent()
+def fork_init(wait_s: float = 2.0) -> int:
+    """fork, the child as init: PID 1 of a new PID namespace, which its later children join.
+    This process's own later children stay in its namespace. Retries while the pids cgroup is
+    full (of a killed child's processes that have not finished dying)."""
+    own = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+    deadline = time.monotonic() + wait_s
+    try:
+        while True:
+            # Room for init and the student's process first: a failed first fork into a new
+            # PID namespace breaks it for good (every later fork gets ENOMEM).
+            cgroups.wait_for_room(2, max(0.0, deadline - time.monotonic()))
+            _unshare(CLONE_NEWPID)
+            pid = -1
+            try:
+                pid = os.fork()
+                return pid
+            except BlockingIOError:  # EAGAIN: the cgroup is full; that namespace is now broken
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.01)
+            finally:
+                if pid != 0:  # back to this process's own namespace for its next children
+                    _check(_libc().setns(own, CLONE_NEWPID), "setns")
+    finally:
+        os.close(own)
+
+
+def enter(scratch: str, scratch_bytes: int, scratch_files: int, hidden_paths: tuple[str, ...],
+          status_pipe: int) -> None:
+    """In init (the child of :func:`fork_init`): continue this process's work in new network,
+    mount and IPC namespaces; returns there only, in the student's process, with a fresh tmpfs
+    as ``scratch`` and as its working directory. Init writes the student's process's wait
+    status to ``status_pipe`` once it ends."""
+    _unshare(CLONE_NEWNET | CLONE_NEWNS | CLONE_NEWIPC)
     _build_view(scratch, scratch_bytes, scratch_files, hidden_paths)
     student = fork_when_room()
     if student:
-        _init(student, status_write)
-    os.close(status_write)
+        _init(student, status_pipe)
+    os.close(status_pipe)
     die_with_parent()
     drop_capabilities()
     os.chdir(scratch)  # the tmpfs, not the directory it covers
 
 
-def _close_all_but(keep: int) -> None:
-    os.closerange(0, keep)
-    os.closerange(keep + 1, os.sysconf("SC_OPEN_MAX"))
-
-
-def _init(student: int, status_write: int) -> None:
+def _init(student: int, status_pipe: int) -> None:
     """PID 1: reap orphans until the student's process ends, pass on how it ended, and
     exit, which ends the namespace. Never returns. Signals from inside cannot kill it."""
-    _close_all_but(status_write)
+    os.closerange(0, status_pipe)
+    os.closerange(status_pipe + 1, os.sysconf("SC_OPEN_MAX"))
     while True:
         try:
             pid, status = os.wait()
         except InterruptedError:
             continue
         if pid == student:
-            os.write(status_write, _STATUS.pack(status))
+            os.write(status_pipe, STATUS.pack(status))
             os._exit(0)
 
 
-def _relay(status_read: int) -> None:
-    """Outside the namespaces: wait for init's word, then end the same way the student's
-    process did. Never returns. No word means init was killed, so this is killed too."""
-    _close_all_but(status_read)
-    data = b""
-    while len(data) < _STATUS.size:
-        try:
-            chunk = os.read(status_read, _STATUS.size - len(data))
-        except InterruptedError:
-            continue
-        if not chunk:
-            break
-        data += chunk
-    if len(data) == _STATUS.size:
-        (status,) = _STATUS.unpack(data)
-        if os.WIFEXITED(status):
-            os._exit(os.WEXITSTATUS(status))
-        signum = os.WTERMSIG(status)
-        if signum not in (signal.SIGKILL, signal.SIGSTOP):
-            signal.signal(signum, signal.SIG_DFL)
-        os.kill(os.getpid(), signum)
-    os.kill(os.getpid(), signal.SIGKILL)
+def student_status(init_status: int, status_pipe: int) -> int:
+    """How the student's process ended, given init's own wait status and the read end of the
+    pipe passed to :func:`enter` (closed here): init's word, or, without one, how init ended
+    (killed from outside, which kills its whole namespace)."""
+    try:
+        os.set_blocking(status_pipe, False)
+        word = os.read(status_pipe, STATUS.size)
+    except OSError:
+        word = b""
+    finally:
+        os.close(status_pipe)
+    if len(word) != STATUS.size:
+        return init_status
+    (status,) = STATUS.unpack(word)
+    ended = os.WIFEXITED(status) or (os.WIFSIGNALED(status) and 0 < os.WTERMSIG(status) < signal.NSIG)
+    return status if ended else init_status  # no wait status of an ended process: not init's word
 
 
 @functools.cache
@@ -178,9 +191,9 @@ def namespaces_available() -> bool:
         pid = os.fork()
         if pid == 0:
             try:
-                _unshare()
-                if os.fork() == 0:
+                if fork_init() == 0:
                     try:
+                        _unshare(CLONE_NEWNET | CLONE_NEWNS | CLONE_NEWIPC)
                         _build_view(scratch, 2**20, 64, ())
                         drop_capabilities()
                     except BaseException:

@@ -41,7 +41,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from grader.sandbox import huge_pages
+from grader.sandbox import huge_pages, namespaces
 from grader.sandbox.cgroups import SubmissionCgroup
 from grader.sandbox.isolation import Isolation
 from grader.sandbox.limits import (OOM_SCORE_FIRST, OOM_SCORE_NEVER, Limits, die_with_parent, fork_when_room,
@@ -243,8 +243,8 @@ class Zygote:
 
     def cpu_seconds(self, child: Child) -> float | None:
         """CPU time the submission has used so far: all its processes together where its cgroup
-        accounts it, else that of ``child``'s process tree (outside its namespaces, the child is
-        a relay; the code runs below it); None where neither can be read."""
+        accounts it, else that of ``child``'s process tree (with namespaces, the child is their
+        init; the code runs below it); None where neither can be read."""
         if self._cgroup is not None and (seconds := self._cgroup.cpu_seconds()) is not None:
             return seconds
         return process_tree_cpu_seconds(child.pid)
@@ -365,7 +365,7 @@ class _SubmissionZygote:
     def __init__(self, control: socket.socket, config: ZygoteConfig):
         self._control = control
         self._config = config
-        self._children: set[int] = set()
+        self._children: dict[int, int] = {}  # each child's pid: the pipe its init writes to (-1: none)
         self._statuses: dict[int, int] = {}
 
     def serve(self) -> None:
@@ -400,15 +400,25 @@ class _SubmissionZygote:
         # Output goes to memory, not to a file in the grader's directories: the child's
         # RLIMIT_FSIZE caps it, and it is gone when the grader closes its end.
         output = os.memfd_create("student-output")
-        pid = fork_when_room()
+        if config.isolation.namespaces:
+            status_read, status_write = os.pipe()
+            pid = namespaces.fork_init()
+        else:
+            status_read = status_write = -1
+            pid = fork_when_room()
         if pid == 0:
             self._control.close()
             ours.close()
+            for pipe in (status_read, *self._children.values()):  # no child reads another's word
+                if pipe >= 0:
+                    os.close(pipe)
             set_oom_score(OOM_SCORE_FIRST)  # the first the kernel kills, of the submission's and of the machine's
             _child.run(theirs, output, config.limits, scratch, config.device, config.hidden_paths,
-                       config.isolation)
+                       config.isolation, status_write)
         theirs.close()
-        self._children.add(pid)
+        if status_write >= 0:
+            os.close(status_write)
+        self._children[pid] = status_read
         socket.send_fds(self._control, [json.dumps({"pid": pid}).encode()], [ours.fileno(), output])
         ours.close()
         os.close(output)
@@ -421,8 +431,8 @@ class _SubmissionZygote:
                 return
             if pid == 0:
                 return
-            self._children.discard(pid)
-            self._statuses[pid] = status
+            status_pipe = self._children.pop(pid, -1)
+            self._statuses[pid] = namespaces.student_status(status, status_pipe) if status_pipe >= 0 else status
 
     def _wait_for(self, pid: int, wait_s: float = 1.0) -> int | None:
         deadline = time.monotonic() + wait_s

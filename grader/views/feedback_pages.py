@@ -109,7 +109,7 @@ def _files(entry: StudentGrade) -> list[Block]:
     """How the file graded was chosen among several, and the others, each with its score."""
     if not entry.others:
         return []
-    why = (f"Your instructor chose this file for your grade" + (f": {entry.handin.pinned}" if entry.handin.pinned else ".")
+    why = ("Your instructor chose this file for your grade" + (f": {entry.handin.pinned}" if entry.handin.pinned else ".")
            if entry.handin.pinned is not None else f"You handed in several files; the one graded is, {FILE_RULE}.")
     rows = [[path.as_posix(), file_score(report)] for path, report in entry.others.items()]
     return [Heading(2, "Your files"), Paragraph(why), Grid(["also handed in", "score"], rows)]
