@@ -842,16 +842,33 @@ def test_seccomp_refuses_what_a_submission_never_needs_and_allows_the_rest(sessi
                           "def attempt(number, *args):\n"
                           "    if libc.syscall(number, *args) == -1:\n        return os.strerror(ctypes.get_errno())\n"
                           "    return 'allowed'\n"
+                          "def clone(flags):\n"
+                          "    pid = libc.syscall(56, flags | 17, 0, 0, 0, 0)\n"  # SIGCHLD: as fork() does
+                          "    if pid == 0:\n        os._exit(0)\n"
+                          "    if pid == -1:\n        return os.strerror(ctypes.get_errno())\n"
+                          "    os.waitpid(pid, 0)\n"
+                          "    return 'allowed'\n"
                           "def ordinary():\n"
+                          "    import socket, subprocess, threading\n"
                           "    pid = os.fork()\n"
                           "    if pid == 0:\n        os._exit(0)\n"
                           "    os.waitpid(pid, 0)\n"
-                          "    return float(torch.randn(64, 64).softmax(-1).sum())\n",
+                          "    ran = []\n"
+                          "    thread = threading.Thread(target=lambda: ran.append(1))\n"  # clone3 refused: clone
+                          "    thread.start()\n    thread.join()\n"
+                          "    socket.socket(socket.AF_INET).close()\n    socket.socketpair()[0].close()\n"
+                          "    out = subprocess.run(['echo', 'spawned'], capture_output=True, text=True).stdout\n"
+                          "    return float(torch.randn(64, 64).softmax(-1).sum()), ran, out.strip()\n",
                           layers=isolation.Isolation(landlock=False, namespaces=False, seccomp=True))
     unshare_user, ptrace_traceme, io_uring_setup = (272, 0x10000000), (101, 0), (425, 1, 0)
-    for call in (unshare_user, ptrace_traceme, io_uring_setup, (0x40000000 | 39,)):  # the last: x32 getpid
+    vsock, inotify = (41, 40, 1, 0), (253,)  # socket(AF_VSOCK, SOCK_STREAM, 0): a VM's line to its host
+    for call in (unshare_user, ptrace_traceme, io_uring_setup, (0x40000000 | 39,), vsock, inotify):  # x32 getpid
         assert session.call("attempt", *call) == "Operation not permitted", call
-    assert session.call("ordinary") == pytest.approx(64.0)
+    assert session.call("attempt", 435, 0, 0) == "Function not implemented"  # clone3: the C library falls back
+    for flag in (0x10000000, 0x40000000, 0x20000000, 0x00020000):  # a new user, network, PID, mount namespace
+        assert session.call("clone", flag) == "Operation not permitted", hex(flag)
+    assert session.call("clone", 0) == "allowed"
+    assert session.call("ordinary") == (pytest.approx(64.0), [1], "spawned")
     unfiltered = session_for("import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
                              "def attempt(number, *args):\n    return libc.syscall(number, *args)\n", sandbox="off")
     assert unfiltered.call("attempt", *unshare_user) == 0  # what the filter prevents, as root

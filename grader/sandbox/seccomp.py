@@ -5,7 +5,16 @@ namespaces, Landlock); the filter shrinks the kernel surface left, for the case 
 kernel bug makes one of them dangerous anyway: tracing and cross-process memory access,
 mounting and namespaces, BPF and perf events, keyrings, io_uring, userfaultfd, modules,
 kexec and the like. It is a deny list, so a submission's ordinary calls (files, threads,
-memory, fork) work as before.
+memory, fork) work as before. Three calls are looked at more closely:
+
+- ``clone`` with a flag for a new namespace is refused like ``unshare``: in a user namespace
+  of its own, a process without capabilities has them all again, and with them the kernel's
+  netfilter and mount code. ``clone3`` passes its flags in memory, which a filter cannot
+  read, so it fails with ENOSYS, and the C library falls back to ``clone`` for threads;
+- ``socket`` opens only the families of the network namespace, which reaches nothing: a
+  ``vsock`` socket (a VM's line to its host) is not namespaced;
+- ``inotify_init``: the number of inotify instances is the same for every process of the
+  uid, the grader's included, so a submission must not take them all.
 
 The numbers are x86-64's, the architecture this grader is tested on; elsewhere the layer
 is reported missing. x32 system calls (the same numbers with bit 30 set) are refused too,
@@ -24,8 +33,12 @@ _SECCOMP_MODE_FILTER = 2
 _AUDIT_ARCH_X86_64 = 0xC000003E
 _X32_SYSCALL_BIT = 0x40000000
 _RET_KILL_PROCESS, _RET_ERRNO, _RET_ALLOW = 0x80000000, 0x00050000, 0x7FFF0000
-_LD_W_ABS, _JEQ_K, _JGE_K, _RET_K = 0x20, 0x15, 0x35, 0x06
-_NR_OFFSET, _ARCH_OFFSET = 0, 4  # in struct seccomp_data
+_LD_W_ABS, _JEQ_K, _JGE_K, _JSET_K, _RET_K = 0x20, 0x15, 0x35, 0x45, 0x06
+_NR_OFFSET, _ARCH_OFFSET, _ARG0_OFFSET = 0, 4, 16  # in struct seccomp_data (the argument's low 32 bits)
+_CLONE, _CLONE3, _SOCKET = 56, 435, 41
+# CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET
+_CLONE_NEW_NAMESPACES = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000
+_SOCKET_FAMILIES = (1, 2, 10, 16)  # AF_UNIX, AF_INET, AF_INET6, AF_NETLINK
 
 DENIED_X86_64 = {
     "ptrace": 101, "syslog": 103, "personality": 135, "vhangup": 153, "pivot_root": 155, "chroot": 161,
@@ -36,7 +49,8 @@ DENIED_X86_64 = {
     "setns": 308, "process_vm_readv": 310, "process_vm_writev": 311, "finit_module": 313,
     "kexec_file_load": 320, "bpf": 321, "userfaultfd": 323, "io_uring_setup": 425, "io_uring_enter": 426,
     "io_uring_register": 427, "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431,
-    "fsmount": 432, "fspick": 433, "mount_setattr": 442,
+    "fsmount": 432, "fspick": 433, "mount_setattr": 442, "inotify_init": 253, "inotify_init1": 294,
+    "fanotify_init": 300,
 }
 
 
@@ -57,19 +71,51 @@ def available() -> bool:
 
 
 def _program() -> list[tuple[int, int, int, int]]:
+    def to(label: str) -> tuple[str]:
+        return (label,)
+
     denied = sorted(DENIED_X86_64.values())
-    deny = (_RET_K, 0, 0, _RET_ERRNO | errno.EPERM)
-    body = [(_JEQ_K, len(denied) - i, 0, number) for i, number in enumerate(denied)]  # jump to `deny`
-    return [
+    listing = [
         (_LD_W_ABS, 0, 0, _ARCH_OFFSET),
         (_JEQ_K, 1, 0, _AUDIT_ARCH_X86_64),
         (_RET_K, 0, 0, _RET_KILL_PROCESS),
         (_LD_W_ABS, 0, 0, _NR_OFFSET),
-        (_JGE_K, len(body) + 1, 0, _X32_SYSCALL_BIT),  # to `deny`
-        *body,
+        (_JGE_K, to("deny"), 0, _X32_SYSCALL_BIT),
+        *((_JEQ_K, to("deny"), 0, number) for number in denied),
+        (_JEQ_K, to("enosys"), 0, _CLONE3),
+        (_JEQ_K, to("clone"), 0, _CLONE),
+        (_JEQ_K, to("socket"), 0, _SOCKET),
         (_RET_K, 0, 0, _RET_ALLOW),
-        deny,
+        "clone", (_LD_W_ABS, 0, 0, _ARG0_OFFSET),
+        (_JSET_K, to("deny"), 0, _CLONE_NEW_NAMESPACES),
+        (_RET_K, 0, 0, _RET_ALLOW),
+        "socket", (_LD_W_ABS, 0, 0, _ARG0_OFFSET),
+        *((_JEQ_K, to("allow"), 0, family) for family in _SOCKET_FAMILIES),
+        "deny", (_RET_K, 0, 0, _RET_ERRNO | errno.EPERM),
+        "allow", (_RET_K, 0, 0, _RET_ALLOW),
+        "enosys", (_RET_K, 0, 0, _RET_ERRNO | errno.ENOSYS),
     ]
+    return _resolve(listing)
+
+
+def _resolve(listing: list) -> list[tuple[int, int, int, int]]:
+    """The instructions of ``listing``, in which a string labels the next instruction and a
+    jump's ``(label,)`` goes there: jumps are counted from the instruction after them."""
+    labels, count = {}, 0
+    for item in listing:
+        if isinstance(item, str):
+            labels[item] = count
+        else:
+            count += 1
+    program: list[tuple[int, int, int, int]] = []
+    for item in listing:
+        if isinstance(item, str):
+            continue
+        code, if_true, if_false, k = item
+        here = len(program) + 1
+        program.append((code, *(labels[jump[0]] - here if isinstance(jump, tuple) else jump
+                                for jump in (if_true, if_false)), k))
+    return program
 
 
 def restrict() -> None:
