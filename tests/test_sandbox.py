@@ -9,6 +9,7 @@ import os
 import shutil
 import signal
 import socket
+import subprocess
 import sys
 import tempfile
 import time
@@ -34,7 +35,7 @@ from grader.sandbox.errors import (
 from grader.sandbox.limits import Limits
 from grader.sandbox.session import StudentSession
 from grader.sandbox.workspace import Workspace
-from grader.sandbox.zygote import SERVER_ENV, Zygote, ZygoteServer
+from grader.sandbox.zygote import SERVER_ENV, Child, Zygote, ZygoteServer
 from grader.suite.fixtures import SEED_HELPER
 from tests import conftest
 from tests.conftest import alive, descendants
@@ -402,6 +403,53 @@ def test_the_zygote_server_is_a_fresh_interpreter_with_almost_no_environment(mon
     assert not alive(server.pid)
 
 
+def _state(pid: int) -> str | None:
+    try:  # the field after the command, which may hold spaces and parentheses
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return None
+
+
+def test_a_child_stays_unreaped_until_the_grader_has_killed_it_and_forgets_it():
+    # Until it is reaped, no other process can take the child's pid (or its process group's),
+    # so the grader's kills by pid, after it asked how the child ended, reach only the child.
+    workspace = Workspace.open(isolation.choose("basic", reference.PACKAGE_DIR), LIMITS, (), "cpu",
+                               (str(reference.PACKAGE_DIR),))
+    zygote = Zygote.open(workspace.control, workspace.config)
+    try:
+        child = zygote.spawn()
+        os.kill(child.pid, signal.SIGKILL)  # ends on its own, as far as the grader knows
+        assert zygote.exit_status(child.pid) == signal.SIGKILL
+        assert _state(child.pid) == "Z"  # ended, its pid still its own
+        child.kill()
+        assert _state(child.pid) == "Z"
+        zygote.forget(child)
+        deadline = time.monotonic() + 5
+        while _state(child.pid) is not None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert _state(child.pid) is None
+        child.close_output()
+    finally:
+        zygote.stop()
+        workspace.release()
+
+
+def test_a_child_whose_pid_was_reaped_and_taken_is_not_signalled_through_it():
+    decoy = subprocess.Popen(["sleep", "60"], start_new_session=True)  # leads a group, as a child does
+    ended = subprocess.Popen(["true"])
+    pidfd = os.pidfd_open(ended.pid)
+    ended.wait()  # reaped: its pid may be any process's next
+    ours, theirs = socket.socketpair()
+    try:
+        Child(decoy.pid, ours, -1, pidfd=pidfd).kill()  # as if the decoy had taken that pid
+        time.sleep(0.05)
+        assert decoy.poll() is None
+    finally:
+        decoy.kill()
+        decoy.wait()
+        theirs.close()
+
+
 def _is_sleep(pid: int) -> bool:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"sleep")
@@ -477,6 +525,22 @@ def test_a_process_killed_by_a_signal_without_a_name_is_described_by_its_number(
                           "def value():\n    return a + 1\n")
     assert session.call("value") == 2
     assert any("cell 2" in note and f"killed by signal {int(signum)}" in note for note in session.notes), session.notes
+
+
+def test_a_cpu_limit_signal_the_code_sent_itself_is_not_called_the_cpu_limit(session_for):
+    session = session_for("a = 1\n", "import os, signal\nos.kill(os.getpid(), signal.SIGXCPU)\n",
+                          "def value():\n    return a + 1\n")
+    assert session.call("value") == 2
+    note = next(note for note in session.notes if "cell 2" in note)
+    assert "the code sent it" in note and "limit of 600 s exceeded" not in note, note
+
+
+def test_the_cpu_limit_is_named_where_the_cpu_time_allows_it():
+    killed = signal.SIGXCPU  # the raw wait status of a process ended by it
+    limits = Limits(cpu_seconds=60)
+    assert child_process.describe_exit(killed, limits, cpu_seconds=61.0) == "CPU time limit of 60 s exceeded"
+    assert child_process.describe_exit(killed, limits, cpu_seconds=None) == "CPU time limit of 60 s exceeded"
+    assert "the code sent it" in child_process.describe_exit(killed, limits, cpu_seconds=0.2)
 
 
 def test_module_that_exits_at_import_defines_nothing(session_for):

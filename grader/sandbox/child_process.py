@@ -316,6 +316,7 @@ class ChildProcess:
             return "it had already ended"
         if not describe:
             child.kill()
+            self._zygote.forget(child)
             self._collect_output(child)
             self._oom_kills = self._zygote.oom_kills()  # one of its processes' own, if any: not the next child's
             return "ended by the grader"
@@ -324,13 +325,15 @@ class ChildProcess:
             child.kill()  # the whole group, whatever the child left running
             if status is None:
                 status = self._zygote.exit_status(child.pid)
+            self._zygote.forget(child)
         except ZygoteGone:
             child.kill()
             self._collect_output(child)
             return "it killed the grader's process that starts it"
         self._collect_output(child)
         oom_kills, self._oom_kills = self._oom_kills, self._zygote.oom_kills()
-        return describe_exit(status, self.limits, out_of_memory=self._oom_kills > oom_kills)
+        return describe_exit(status, self.limits, out_of_memory=self._oom_kills > oom_kills,
+                             cpu_seconds=self._zygote.cpu_seconds(child))
 
     def _collect_output(self, child: Child) -> None:
         """What an ending child printed, into the report; of one sent answers, only whether it
@@ -443,9 +446,13 @@ class _Loading:
         }[self.bound]
 
 
-def describe_exit(status: int | None, limits: Limits, out_of_memory: bool = False) -> str:
+def describe_exit(status: int | None, limits: Limits, out_of_memory: bool = False,
+                  cpu_seconds: float | None = None) -> str:
     """Words for a child's wait status, as the student should read them; ``out_of_memory``:
-    the kernel killed one of the submission's processes for its memory limit meanwhile."""
+    the kernel killed one of the submission's processes for its memory limit meanwhile;
+    ``cpu_seconds``: the CPU time of the submission's processes so far, where it is known. A
+    signal is the process's word (the code may send it to itself): a limit is named only where
+    the grader's own figures allow it."""
     if status is None:
         return "it stopped responding"
     if os.WIFEXITED(status):
@@ -453,6 +460,9 @@ def describe_exit(status: int | None, limits: Limits, out_of_memory: bool = Fals
     signum = os.WTERMSIG(status)
     if signum == signal.SIGKILL and out_of_memory:
         return f"{limits.describe_memory()} by all of your code's processes together"
+    if signum == signal.SIGXCPU and cpu_seconds is not None and cpu_seconds < limits.cpu_seconds:
+        return (f"killed by SIGXCPU, though your code's processes had used {cpu_seconds:.1f} s of CPU, "
+                f"under the limit of {limits.cpu_seconds} s: the code sent it")
     reasons = {
         signal.SIGKILL: "killed",
         signal.SIGXCPU: f"CPU time limit of {limits.cpu_seconds} s exceeded",

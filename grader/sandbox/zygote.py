@@ -144,15 +144,37 @@ class Child:
     output: int  # the child's stdout and stderr: a memfd, read by the grader with pread
     output_from: int = 0  # offset in its output where output new to the report begins
     output_until: int | None = None  # and where it ends, when the child was sent answers (None: at its end)
+    pidfd: int = -1  # the child's pidfd, from its zygote (-1 where the kernel has none)
+    killed: bool = False
 
     def kill(self) -> None:
-        """Kill the child's whole process group (and the child, should it not lead one yet)."""
-        for kill, target in ((os.killpg, self.pid), (os.kill, self.pid)):
-            try:
-                kill(target, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+        """Kill the child's whole process group and the child; only once.
+
+        Only while its pid is its own: its zygote reaps it only once told to forget it (after
+        this), and its pidfd says whether something else reaped it (its zygote's death does
+        that). A pid reaped can be any process's next, and a student can drive the machine's
+        pids round to it; the grader's signals must never reach that process."""
+        if self.killed:
+            return
+        self.killed = True
         self.sock.close()
+        if self.pidfd < 0:  # a kernel without pidfds (before Linux 5.3): by pid, as the only way
+            for kill, target in ((os.killpg, self.pid), (os.kill, self.pid)):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    kill(target, signal.SIGKILL)
+            return
+        try:
+            signal.pidfd_send_signal(self.pidfd, 0)
+        except ProcessLookupError:
+            pass  # reaped: its pid is no longer its own
+        else:  # not reaped, maybe ended: its pid, and the process group it leads, are still its own
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):
+                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+        finally:
+            os.close(self.pidfd)
+            self.pidfd = -1
 
     def close_output(self) -> None:
         if self.output >= 0:
@@ -216,17 +238,23 @@ class Zygote:
     def spawn(self) -> Child:
         try:
             self._control.sendall(b'{"op": "spawn"}')
-            data, fds, _, _ = socket.recv_fds(self._control, 4096, 2)
+            data, fds, _, _ = socket.recv_fds(self._control, 4096, 3)
         except OSError as exc:
             raise ZygoteGone(str(exc)) from None
-        if len(fds) != 2:
+        if len(fds) not in (2, 3):
             for fd in fds:
                 os.close(fd)
             raise ZygoteGone(f"no child came back ({data[:200]!r})")
-        return Child(json.loads(data)["pid"], socket.socket(fileno=fds[0]), fds[1])
+        return Child(json.loads(data)["pid"], socket.socket(fileno=fds[0]), fds[1], pidfd=fds[2] if len(fds) == 3 else -1)
+
+    def forget(self, child: Child) -> None:
+        """Let the zygote reap ``child``, which the grader has killed and asks nothing more of."""
+        with contextlib.suppress(OSError):  # a zygote gone has no child left to reap
+            self._control.sendall(json.dumps({"op": "forget", "pid": child.pid}).encode())
 
     def exit_status(self, pid: int) -> int | None:
-        """The child's raw wait status, or None if it has not ended within a second."""
+        """The child's raw wait status, or None if it has not ended within a second. The child
+        stays unreaped (see :meth:`forget`)."""
         try:
             self._control.sendall(json.dumps({"op": "status", "pid": pid}).encode())
             reply = self._control.recv(4096)
@@ -362,17 +390,22 @@ def _serve_submission(fd: int) -> None:
 
 
 class _SubmissionZygote:
+    """Forks the submission's children and says how they ended. A child is reaped only once the
+    suite process has killed it and forgets it: until then its pid, and its process group's,
+    are its own, so the suite process's signals by pid reach it and nothing else."""
+
     def __init__(self, control: socket.socket, config: ZygoteConfig):
         self._control = control
         self._config = config
-        self._children: dict[int, int] = {}  # each child's pid: the pipe its init writes to (-1: none)
-        self._statuses: dict[int, int] = {}
+        self._children: dict[int, int] = {}  # each child not forgotten: the pipe its init writes to (-1: none)
+        self._statuses: dict[int, int] = {}  # how those of them that ended ended
+        self._forgotten: set[int] = set()  # not reaped yet
 
     def serve(self) -> None:
         try:
             while True:
-                self._reap()
-                readable, _, _ = select.select([self._control], [], [], 0.1)
+                self._reap_forgotten()
+                readable, _, _ = select.select([self._control], [], [], 0.1 if self._forgotten else None)
                 if not readable:
                     continue
                 data = self._control.recv(4096)
@@ -383,8 +416,10 @@ class _SubmissionZygote:
                     self._spawn()
                 elif request["op"] == "status":
                     self._control.sendall(json.dumps({"status": self._wait_for(request["pid"])}).encode())
+                elif request["op"] == "forget":
+                    self._forget(request["pid"])
         finally:
-            for pid in self._children:
+            for pid in self._children:  # none reaped: each pid is still its child's
                 for kill in (os.killpg, os.kill):
                     try:
                         kill(pid, signal.SIGKILL)
@@ -419,32 +454,58 @@ class _SubmissionZygote:
         if status_write >= 0:
             os.close(status_write)
         self._children[pid] = status_read
-        socket.send_fds(self._control, [json.dumps({"pid": pid}).encode()], [ours.fileno(), output])
+        try:  # the suite process's handle on this very process, whatever takes its pid later
+            pidfd = [os.pidfd_open(pid)]
+        except OSError:  # a kernel without pidfds (before Linux 5.3)
+            pidfd = []
+        socket.send_fds(self._control, [json.dumps({"pid": pid}).encode()], [ours.fileno(), output, *pidfd])
         ours.close()
         os.close(output)
+        for fd in pidfd:
+            os.close(fd)
 
-    def _reap(self) -> None:
-        while self._children:
+    def _forget(self, pid: int) -> None:
+        status_pipe = self._children.pop(pid, None)
+        if status_pipe is None:
+            return
+        if status_pipe >= 0:
+            os.close(status_pipe)
+        self._statuses.pop(pid, None)
+        self._forgotten.add(pid)
+
+    def _reap_forgotten(self) -> None:
+        for pid in list(self._forgotten):
             try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
+                reaped, _ = os.waitpid(pid, os.WNOHANG)
             except ChildProcessError:
-                return
-            if pid == 0:
-                return
-            status_pipe = self._children.pop(pid, -1)
-            self._statuses[pid] = namespaces.student_status(status, status_pipe) if status_pipe >= 0 else status
+                reaped = pid
+            if reaped:
+                self._forgotten.discard(pid)
 
     def _wait_for(self, pid: int, wait_s: float = 1.0) -> int | None:
+        """How the child ``pid`` ended, waiting ``wait_s`` at most; None if it has not (or is
+        forgotten). The child is not reaped."""
+        if pid in self._statuses or pid not in self._children:
+            return self._statuses.get(pid)
         deadline = time.monotonic() + wait_s
-        if pid in self._children:
-            with contextlib.suppress(OSError):  # readable when it ends (Linux 5.3); else polled below
-                pidfd = os.pidfd_open(pid)
-                try:
-                    select.select([pidfd], [], [], wait_s)
-                finally:
-                    os.close(pidfd)
-        self._reap()
-        while pid not in self._statuses and time.monotonic() < deadline:
-            self._reap()
+        with contextlib.suppress(OSError):  # readable when it ends (Linux 5.3); else polled below
+            pidfd = os.pidfd_open(pid)
+            try:
+                select.select([pidfd], [], [], wait_s)
+            finally:
+                os.close(pidfd)
+        while (ended := os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)) is None:
+            if time.monotonic() >= deadline:
+                return None
             time.sleep(0.005)
-        return self._statuses.get(pid)
+        status = _wait_status(ended)
+        status_pipe, self._children[pid] = self._children[pid], -1
+        self._statuses[pid] = namespaces.student_status(status, status_pipe) if status_pipe >= 0 else status
+        return self._statuses[pid]
+
+
+def _wait_status(ended: os.waitid_result) -> int:
+    """``waitid``'s account of an ended process as the wait status ``waitpid`` gives."""
+    if ended.si_code == os.CLD_EXITED:
+        return (ended.si_status & 0xFF) << 8
+    return ended.si_status | (0x80 if ended.si_code == os.CLD_DUMPED else 0)
