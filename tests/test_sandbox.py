@@ -450,6 +450,26 @@ def test_a_child_whose_pid_was_reaped_and_taken_is_not_signalled_through_it():
         theirs.close()
 
 
+@pytest.mark.parametrize("still_listed", [True, False])
+def test_killing_a_cgroup_reaches_only_processes_still_in_it(monkeypatch, still_listed):
+    # Listed, then (False) gone from the cgroup by the time its pidfd is open: its pid was
+    # reaped and taken by a process of another's, which must live.
+    process = subprocess.Popen(["sleep", "60"])
+    listings = iter([{process.pid}, {process.pid} if still_listed else set()])
+    cgroup = cgroups.SubmissionCgroup(())
+    monkeypatch.setattr(cgroup, "processes", lambda: next(listings, set()))
+    try:
+        cgroup.kill_all(wait_s=1)
+        if still_listed:
+            assert process.wait(timeout=5) == -signal.SIGKILL
+        else:
+            time.sleep(0.05)
+            assert process.poll() is None
+    finally:
+        process.kill()
+        process.wait()
+
+
 def _is_sleep(pid: int) -> bool:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"sleep")
@@ -780,6 +800,21 @@ def test_the_child_cannot_reach_the_descriptors_or_memory_of_its_init(session_fo
 
 
 @needs_namespaces
+def test_the_machines_secrets_are_out_of_sight(session_for):
+    session = session_for("import os\n"
+                          "def look(path):\n"
+                          "    try:\n"
+                          "        return os.listdir(path) if os.path.isdir(path) else open(path).read()\n"
+                          "    except OSError as exc:\n        return type(exc).__name__\n",
+                          layers=NAMESPACES_ONLY)
+    for path in ("/etc/shadow", "/etc/gshadow"):
+        if Path(path).is_file():
+            assert session.call("look", path) == "", path  # readable by uid 0 without capabilities, else
+    assert session.call("look", "/sys/fs/cgroup") == "PermissionError"  # every submission's cgroup
+    assert "root" in session.call("look", "/etc/passwd")  # the rest of /etc as it was
+
+
+@needs_namespaces
 def test_the_scratch_disk_is_capped(session_for):
     limits = Limits(call_timeout_s=5.0, scratch_bytes=8 * 2**20, scratch_files=64)
     session = session_for("import os\n"
@@ -925,8 +960,10 @@ def test_seccomp_refuses_what_a_submission_never_needs_and_allows_the_rest(sessi
                           "    return float(torch.randn(64, 64).softmax(-1).sum()), ran, out.strip()\n",
                           layers=isolation.Isolation(landlock=False, namespaces=False, seccomp=True))
     unshare_user, ptrace_traceme, io_uring_setup = (272, 0x10000000), (101, 0), (425, 1, 0)
-    vsock, inotify = (41, 40, 1, 0), (253,)  # socket(AF_VSOCK, SOCK_STREAM, 0): a VM's line to its host
-    for call in (unshare_user, ptrace_traceme, io_uring_setup, (0x40000000 | 39,), vsock, inotify):  # x32 getpid
+    # socket(AF_VSOCK, SOCK_STREAM, 0): a VM's line to its host
+    vsock, inotify, mq_open = (41, 40, 1, 0), (253,), (240, 0, 0, 0, 0)
+    x32_getpid = (0x40000000 | 39,)
+    for call in (unshare_user, ptrace_traceme, io_uring_setup, x32_getpid, vsock, inotify, mq_open):
         assert session.call("attempt", *call) == "Operation not permitted", call
     assert session.call("attempt", 435, 0, 0) == "Function not implemented"  # clone3: the C library falls back
     for flag in (0x10000000, 0x40000000, 0x20000000, 0x00020000):  # a new user, network, PID, mount namespace

@@ -22,6 +22,7 @@ layer is missing (``--sandbox basic`` warns, ``strict`` refuses).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import signal
@@ -229,17 +230,32 @@ class SubmissionCgroup:
 
     def kill_all(self, wait_s: float = 2.0) -> None:
         """SIGKILL every process in the cgroup until none is left (a fork bomb may still be
-        forking while the first ones die)."""
+        forking while the first ones die). Each through a pidfd, and only if its pid is still
+        listed once the pidfd is open: a process that ended, and was reaped, between the
+        listing and the kill left its pid to be any process's next."""
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline:
             pids = self.processes()
             if not pids:
                 return
+            pidfds: dict[int, int] = {}
             for pid in pids:
                 try:
-                    os.kill(pid, signal.SIGKILL)
+                    pidfds[pid] = os.pidfd_open(pid)
                 except ProcessLookupError:
                     pass
+                except OSError:  # no pidfds (before Linux 5.3): by pid, as the only way
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+            try:
+                still = self.processes() if pidfds else set()
+                for pid, pidfd in pidfds.items():
+                    if pid in still:  # the pidfd's process is the member: a pid is one process's at a time
+                        with contextlib.suppress(ProcessLookupError):
+                            signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+            finally:
+                for pidfd in pidfds.values():
+                    os.close(pidfd)
             time.sleep(0.005)
 
     def remove(self, wait_s: float = 2.0) -> None:

@@ -44,11 +44,16 @@ from grader.sandbox import cgroups
 from grader.sandbox.limits import die_with_parent, fork_when_room
 
 CLONE_NEWNS, CLONE_NEWNET, CLONE_NEWPID, CLONE_NEWIPC = 0x00020000, 0x40000000, 0x20000000, 0x08000000
-_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REC, _MS_PRIVATE = 1, 2, 4, 8, 1 << 14, 1 << 18
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_BIND, _MS_REC, _MS_PRIVATE = 1, 2, 4, 8, 4096, 1 << 14, 1 << 18
 _SYS_MOUNT_SETATTR, _AT_RECURSIVE, _MOUNT_ATTR_RDONLY = 442, 0x8000, 0x1
 _PR_CAPBSET_DROP, _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 24, 47, 4
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
 STATUS = struct.Struct("i")  # a wait status, as init passes it on
+# What the student's uid 0 could read without any capability, and no submission needs: the
+# machine's password hashes and SSH keys (their owner's permissions are root's), the kernel's
+# trace buffers, and the cgroups, which list every submission graded beside it and its usage.
+MACHINE_SECRETS = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-", "/etc/ssh",
+                   "/sys/kernel/tracing", "/sys/kernel/debug", "/sys/fs/cgroup")
 
 
 class _MountAttr(ctypes.Structure):
@@ -88,9 +93,11 @@ def _build_view(scratch: str, scratch_bytes: int, scratch_files: int, hidden_pat
     _read_only_root()
     _mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
     _mount("scratch", scratch, "tmpfs", _MS_NOSUID | _MS_NODEV, f"size={scratch_bytes},nr_inodes={scratch_files},mode=700")
-    for path in hidden_paths:
+    for path in (*hidden_paths, *MACHINE_SECRETS):
         if os.path.isdir(path):
             _mount("hidden", path, "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, "size=4k,mode=000")
+        elif os.path.isfile(path):
+            _mount(os.devnull, path, None, _MS_BIND)
 
 
 def drop_capabilities() -> None:

@@ -13,8 +13,9 @@ memory, fork) work as before. Three calls are looked at more closely:
   read, so it fails with ENOSYS, and the C library falls back to ``clone`` for threads;
 - ``socket`` opens only the families of the network namespace, which reaches nothing: a
   ``vsock`` socket (a VM's line to its host) is not namespaced;
-- ``inotify_init``: the number of inotify instances is the same for every process of the
-  uid, the grader's included, so a submission must not take them all.
+- ``inotify_init`` and ``mq_open``: inotify instances and POSIX message queues' bytes are
+  counted per uid, for the whole machine, the grader's processes included, so a submission
+  must not take them all.
 
 The numbers are x86-64's, the architecture this grader is tested on; elsewhere the layer
 is reported missing. x32 system calls (the same numbers with bit 30 set) are refused too,
@@ -50,7 +51,7 @@ DENIED_X86_64 = {
     "kexec_file_load": 320, "bpf": 321, "userfaultfd": 323, "io_uring_setup": 425, "io_uring_enter": 426,
     "io_uring_register": 427, "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431,
     "fsmount": 432, "fspick": 433, "mount_setattr": 442, "inotify_init": 253, "inotify_init1": 294,
-    "fanotify_init": 300,
+    "fanotify_init": 300, "mq_open": 240,
 }
 
 

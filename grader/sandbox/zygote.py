@@ -245,7 +245,8 @@ class Zygote:
             for fd in fds:
                 os.close(fd)
             raise ZygoteGone(f"no child came back ({data[:200]!r})")
-        return Child(json.loads(data)["pid"], socket.socket(fileno=fds[0]), fds[1], pidfd=fds[2] if len(fds) == 3 else -1)
+        pidfd = fds[2] if len(fds) == 3 else -1  # none where the kernel has no pidfds
+        return Child(json.loads(data)["pid"], socket.socket(fileno=fds[0]), fds[1], pidfd=pidfd)
 
     def forget(self, child: Child) -> None:
         """Let the zygote reap ``child``, which the grader has killed and asks nothing more of."""
