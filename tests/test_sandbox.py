@@ -23,6 +23,7 @@ import torch
 import reference
 import reference.multihead
 from grader.core.ingest import Cell, Program
+from grader.engine import plugin
 from grader.sandbox import cgroups, child_process, errors, isolation, landlock, namespaces
 from grader.sandbox.errors import (
     SOURCE_LINE_CHARS,
@@ -280,6 +281,25 @@ def test_a_top_level_gets_its_cell_limit_however_long_the_grader_takes_to_ask(se
     time.sleep(4)
     assert session.call("fast") == 1
     assert any("cell 1" in note and "skipped" in note for note in session.notes), session.notes
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine whose sandbox cannot open CUDA")
+def test_a_child_that_ends_before_it_starts_is_the_graders_failure_not_the_students():
+    # Before the child says it started, only the grader's code ran in it: an exhausted machine
+    # (no open file left for the sandbox's last steps) or CUDA refused, as here.
+    workspace = Workspace.open(isolation.choose("basic", reference.PACKAGE_DIR), LIMITS, (), "cuda",
+                               (str(reference.PACKAGE_DIR),))
+    zygote = Zygote.open(workspace.control, workspace.config)
+    session = StudentSession(zygote, Program("module", (Cell("def f():\n    return 1\n", "m"),)), LIMITS, None)
+    try:
+        with pytest.raises(child_process.ChildStartFailed, match="before any of the submission's code ran"):
+            session.call("f")
+        assert plugin.classify(child_process.ChildStartFailed("x")).internal  # a grader error, regraded
+        assert not session.notes  # nothing said of the submission's code
+    finally:
+        session.close()
+        zygote.stop()
+        workspace.release()
 
 
 def test_a_preloaded_child_has_its_whole_start_up_time_from_when_it_is_asked(session_for, monkeypatch):
@@ -811,7 +831,34 @@ def test_the_machines_secrets_are_out_of_sight(session_for):
         if Path(path).is_file():
             assert session.call("look", path) == "", path  # readable by uid 0 without capabilities, else
     assert session.call("look", "/sys/fs/cgroup") == "PermissionError"  # every submission's cgroup
+    # The kernel's settings: writing the current value back would change nothing, were it allowed.
+    rewrite = session_for("def rewrite(path):\n"
+                          "    value = open(path).read()\n"
+                          "    try:\n        open(path, 'w').write(value)\n        return 'written'\n"
+                          "    except OSError as exc:\n        return exc.strerror\n", layers=NAMESPACES_ONLY)
+    for setting in ("/proc/sys/kernel/core_pattern", "/proc/sys/kernel/hostname"):
+        assert rewrite.call("rewrite", setting) == "Read-only file system", setting
     assert "root" in session.call("look", "/etc/passwd")  # the rest of /etc as it was
+
+
+@needs_namespaces
+def test_the_childs_dev_holds_only_what_code_opens(session_for):
+    session = session_for("import os\n"
+                          "def dev():\n    return sorted(os.listdir('/dev'))\n"
+                          "def use():\n"
+                          "    with open('/dev/null', 'w') as null:\n        null.write('gone')\n"
+                          "    return len(open('/dev/urandom', 'rb').read(16)), len(os.urandom(16)), list(open('/dev/zero', 'rb').read(2))\n"
+                          "def open_any(path):\n"
+                          "    try:\n        os.close(os.open(path, os.O_RDONLY))\n        return 'opened'\n"
+                          "    except OSError as exc:\n        return type(exc).__name__\n",
+                          layers=NAMESPACES_ONLY)
+    gpu = {name for name in os.listdir("/dev") if name.startswith(namespaces.GPU_DEVICES)}
+    kept = {name for name in namespaces.DEVICES if Path("/dev", name).exists()}
+    assert set(session.call("dev")) == kept | gpu | {"fd", "shm", "stdin", "stdout", "stderr"}
+    assert session.call("use") == (16, 16, [0, 0])
+    # The machine's disks, terminals, KVM: not there, whatever this machine has.
+    for name in ("loop0", "vda", "sda", "nvme0n1", "kvm", "ptmx", "mem", "userfaultfd", "tty"):
+        assert session.call("open_any", f"/dev/{name}") == "FileNotFoundError", name
 
 
 @needs_namespaces

@@ -271,6 +271,9 @@ class ChildProcess:
                 why = f"sent an invalid message ({exc})"
             finally:
                 self._time_left -= time.monotonic() - loading.started
+            if loading.bound == "start":
+                raise ChildStartFailed(f"the grader could not start the student's process: it {why}, "
+                                       "before any of the submission's code ran")
             if loading.bound == "budget":
                 self._note(f"loading your code stopped: it {why}")
                 raise StudentTimeout(f"{self._time_used_up()} while loading")
@@ -378,6 +381,14 @@ class _CallClock:
         if self._cpu_start is not None and (now := self._cpu_seconds()) is not None:
             return now - self._cpu_start
         return time.monotonic() - self._wall_start
+
+
+class ChildStartFailed(RuntimeError):
+    """The student's process ended, or did not answer, while it confined itself: before it read
+    the program, so before any of the submission's code ran. The grader's failure or the
+    machine's (CUDA refused in the sandbox, the machine out of open files), never the student's:
+    the test it happens in is an internal error, and the report a grader error, regraded by the
+    next run."""
 
 
 class _Loading:

@@ -44,7 +44,8 @@ from grader.sandbox import cgroups
 from grader.sandbox.limits import die_with_parent, fork_when_room
 
 CLONE_NEWNS, CLONE_NEWNET, CLONE_NEWPID, CLONE_NEWIPC = 0x00020000, 0x40000000, 0x20000000, 0x08000000
-_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_BIND, _MS_REC, _MS_PRIVATE = 1, 2, 4, 8, 4096, 1 << 14, 1 << 18
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REMOUNT, _MS_BIND = 1, 2, 4, 8, 32, 4096
+_MS_REC, _MS_PRIVATE = 1 << 14, 1 << 18
 _SYS_MOUNT_SETATTR, _AT_RECURSIVE, _MOUNT_ATTR_RDONLY = 442, 0x8000, 0x1
 _PR_CAPBSET_DROP, _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 24, 47, 4
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
@@ -52,6 +53,8 @@ STATUS = struct.Struct("i")  # a wait status, as init passes it on
 # What the student's uid 0 could read without any capability, and no submission needs: the
 # machine's password hashes and SSH keys (their owner's permissions are root's), the kernel's
 # trace buffers, and the cgroups, which list every submission graded beside it and its usage.
+DEVICES = ("null", "zero", "full", "random", "urandom")  # what a submission's code may open in /dev
+GPU_DEVICES = ("nvidia", "dri")  # nvidiactl, nvidia0, nvidia-uvm, nvidia-caps/...; dri/: CUDA's and ROCm's
 MACHINE_SECRETS = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-", "/etc/ssh",
                    "/sys/kernel/tracing", "/sys/kernel/debug", "/sys/fs/cgroup")
 
@@ -91,13 +94,44 @@ def _build_view(scratch: str, scratch_bytes: int, scratch_files: int, hidden_pat
     """The student's filesystem. Runs in init, the first process of the new PID namespace,
     so the fresh /proc shows that namespace."""
     _read_only_root()
-    _mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+    # Read-only: the kernel's settings under /proc/sys check only their files' modes, which
+    # give root's uid 0 write access without any capability (a core_pattern that pipes to a
+    # program of the student's would run it as root, outside every namespace).
+    _mount("proc", "/proc", "proc", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+    _own_dev()
     _mount("scratch", scratch, "tmpfs", _MS_NOSUID | _MS_NODEV, f"size={scratch_bytes},nr_inodes={scratch_files},mode=700")
     for path in (*hidden_paths, *MACHINE_SECRETS):
         if os.path.isdir(path):
             _mount("hidden", path, "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, "size=4k,mode=000")
         elif os.path.isfile(path):
             _mount(os.devnull, path, None, _MS_BIND)
+
+
+def _own_dev() -> None:
+    """A /dev of the student's own: the devices code opens, a GPU's where the machine has one,
+    and nothing else. The machine's /dev holds its disks, whose owner's permissions let uid 0
+    read them without any capability (every file on them, the reference's included, past
+    every mount that covers one), and devices whose ioctls reach far into the kernel (KVM,
+    loop devices, userfaultfd) or that all processes share (ptys: a submission opened every one)."""
+    machine = os.open("/dev", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)  # still reachable once covered
+    try:
+        kept = [name for name in os.listdir("/dev") if name in DEVICES or name.startswith(GPU_DEVICES)]
+        _mount("dev", "/dev", "tmpfs", _MS_NOSUID | _MS_NOEXEC, "size=64k,nr_inodes=256,mode=755")
+        for name in kept:
+            source, target = f"/proc/self/fd/{machine}/{name}", f"/dev/{name}"
+            if os.path.isdir(source):
+                os.mkdir(target)
+            else:
+                open(target, "x").close()  # where the device is bound
+            _mount(source, target, None, _MS_BIND | _MS_REC)
+        for number, name in enumerate(("stdin", "stdout", "stderr")):
+            os.symlink(f"/proc/self/fd/{number}", f"/dev/{name}")
+        os.symlink("/proc/self/fd", "/dev/fd")
+        os.mkdir("/dev/shm")  # POSIX shared memory: none (read-only and empty)
+        _mount("shm", "/dev/shm", "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, "size=4k,mode=555")
+        _mount("dev", "/dev", None, _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NOEXEC)
+    finally:
+        os.close(machine)
 
 
 def drop_capabilities() -> None:
