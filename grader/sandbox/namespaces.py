@@ -54,7 +54,7 @@ STATUS = struct.Struct("i")  # a wait status, as init passes it on
 # machine's password hashes and SSH keys (their owner's permissions are root's), the kernel's
 # trace buffers, and the cgroups, which list every submission graded beside it and its usage.
 DEVICES = ("null", "zero", "full", "random", "urandom")  # what a submission's code may open in /dev
-GPU_DEVICES = ("nvidia", "dri")  # nvidiactl, nvidia0, nvidia-uvm, nvidia-caps/...; dri/: CUDA's and ROCm's
+GPU_DEVICES = ("nvidia", "dri", "kfd")  # CUDA: nvidiactl, nvidia0, nvidia-uvm, nvidia-caps/...; ROCm: kfd, dri/
 MACHINE_SECRETS = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-", "/etc/ssh",
                    "/sys/kernel/tracing", "/sys/kernel/debug", "/sys/fs/cgroup")
 
