@@ -50,11 +50,11 @@ _SYS_MOUNT_SETATTR, _AT_RECURSIVE, _MOUNT_ATTR_RDONLY = 442, 0x8000, 0x1
 _PR_CAPBSET_DROP, _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 24, 47, 4
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
 STATUS = struct.Struct("i")  # a wait status, as init passes it on
+DEVICES = ("null", "zero", "full", "random", "urandom")  # what a submission's code may open in /dev
+GPU_DEVICES = ("nvidia", "dri", "kfd")  # CUDA: nvidiactl, nvidia0, nvidia-uvm, nvidia-caps/...; ROCm: kfd, dri/
 # What the student's uid 0 could read without any capability, and no submission needs: the
 # machine's password hashes and SSH keys (their owner's permissions are root's), the kernel's
 # trace buffers, and the cgroups, which list every submission graded beside it and its usage.
-DEVICES = ("null", "zero", "full", "random", "urandom")  # what a submission's code may open in /dev
-GPU_DEVICES = ("nvidia", "dri", "kfd")  # CUDA: nvidiactl, nvidia0, nvidia-uvm, nvidia-caps/...; ROCm: kfd, dri/
 MACHINE_SECRETS = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-", "/etc/ssh",
                    "/sys/kernel/tracing", "/sys/kernel/debug", "/sys/fs/cgroup")
 
