@@ -23,7 +23,7 @@ from grader.results import folder
 from grader.results.class_stats import student_statistics
 from grader.results.folder import ResultsError, read_results, report_path
 from grader.results.submissions import discover
-from grader.sandbox import cgroups
+from grader.sandbox import cgroups, isolation, landlock
 from grader.sandbox.cgroups import SubmissionCgroup
 from grader.sandbox.zygote import ZygoteServer
 from reference import as_submission
@@ -310,3 +310,25 @@ def test_a_test_whose_points_change_regrades_the_class_and_changes_csv_says_who_
     third = batch()
     assert third["regraded"] == {} and third["changes"] == []
     assert len((out / "changes.csv").read_text().splitlines()) == 1  # a run that changed nothing: no rows
+
+
+@pytest.mark.needs_layer("namespaces")
+def test_without_landlock_a_submission_sees_neither_the_class_folder_nor_the_results(tmp_path, monkeypatch):
+    # Only the namespaces' mounts stand here; the red team that found this read a classmate's
+    # file from the class folder, which would let it run the classmate's code as its own.
+    monkeypatch.setattr(landlock, "abi_version", lambda: 0)
+    folder, out = tmp_path / "class", tmp_path / "out"
+    folder.mkdir()
+    (folder / "alice.py").write_text(REFERENCE + "\nSECRET = 'alice-was-here'\n")
+    peek = ("\nfor path in {paths!r}:\n"
+            "    try:\n        print('read', path, os.listdir(path) if os.path.isdir(path) else open(path).read())\n"
+            "    except OSError as exc:\n        print('refused', path, type(exc).__name__)\n")
+    paths = [str(folder / "alice.py"), str(folder), str(out)]
+    (folder / "zed.py").write_text("import os\n" + REFERENCE + peek.format(paths=paths))  # graded after alice
+    with pytest.warns(isolation.SandboxWarning, match="Landlock"):
+        run(folder, out, jobs=1)
+    report = GradeReport.from_dict(json.loads(report_path(out, Path("zed.py")).read_text()))
+    assert report.status == Status.GRADED and report.score == report.max_score
+    assert "alice-was-here" not in report.output
+    said = [line.split()[0] for line in report.output.splitlines() if line.startswith(("read ", "refused "))]
+    assert said == ["refused"] * 3, report.output

@@ -43,7 +43,7 @@ class StandIn:
         self.graded: list[str] = []  # every file graded, in every run
         monkeypatch.setattr(batch_module, "run_locally", self.run)
 
-    def run(self, assignment, folder, todo, *, jobs, options, on_begin=None, settled=None):
+    def run(self, assignment, folder, todo, *, jobs, options, on_begin=None, settled=None, private=None):
         for relative in todo:
             self.graded.append(relative.as_posix())
             graded = report(relative.as_posix(), assignment, {**FULL, **self.scores.get(relative.as_posix(), {})})

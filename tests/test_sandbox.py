@@ -538,6 +538,8 @@ def test_hiding_the_reference_drops_every_module_of_it_a_forked_process_holds(mo
     from grader.sandbox import _child
 
     hidden = tmp_path / "reference"
+    hidden.mkdir()
+    (hidden / "__init__.py").write_text("")  # a package, as the reference is
     for name, modules in [("held", {"reference": ModuleType("reference"), "reference.multihead": ModuleType("m"),
                                     "reference.hidden.a03": ModuleType("a"), "references": ModuleType("r")}),
                           ("not held", {"references": ModuleType("r")})]:
@@ -550,6 +552,19 @@ def test_hiding_the_reference_drops_every_module_of_it_a_forked_process_holds(mo
         assert str(tmp_path) not in sys.path, name
         with pytest.raises(ImportError):
             importlib.import_module("reference.layers")
+
+
+def test_a_hidden_folder_that_is_no_package_hides_no_module_of_its_name(monkeypatch, tmp_path):
+    # A class's folder is hidden from the child too; named like a module ("torch"), it must not
+    # take that module away.
+    from grader.sandbox import _child
+
+    folder = tmp_path / "torch"
+    folder.mkdir()
+    monkeypatch.setattr(sys, "modules", dict(sys.modules))
+    monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))
+    _child._hide_imports((str(folder),))
+    assert "torch" in sys.modules and importlib.import_module("torch.nn") is sys.modules["torch.nn"]
 
 
 def test_cell_that_kills_the_process_is_skipped_and_later_cells_run(session_for):
@@ -1003,14 +1018,16 @@ def test_seccomp_refuses_what_a_submission_never_needs_and_allows_the_rest(sessi
                           "    thread = threading.Thread(target=lambda: ran.append(1))\n"  # clone3 refused: clone
                           "    thread.start()\n    thread.join()\n"
                           "    socket.socket(socket.AF_INET).close()\n    socket.socketpair()[0].close()\n"
+                          "    socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0).close()\n"  # NETLINK_ROUTE
                           "    out = subprocess.run(['echo', 'spawned'], capture_output=True, text=True).stdout\n"
                           "    return float(torch.randn(64, 64).softmax(-1).sum()), ran, out.strip()\n",
                           layers=isolation.Isolation(landlock=False, namespaces=False, seccomp=True))
     unshare_user, ptrace_traceme, io_uring_setup = (272, 0x10000000), (101, 0), (425, 1, 0)
     # socket(AF_VSOCK, SOCK_STREAM, 0): a VM's line to its host
-    vsock, inotify, mq_open = (41, 40, 1, 0), (253,), (240, 0, 0, 0, 0)
+    vsock, inotify, mq_open, io_setup = (41, 40, 1, 0), (253,), (240, 0, 0, 0, 0), (206, 1, 0)
+    uevents = (41, 16, 2, 15)  # socket(AF_NETLINK, SOCK_DGRAM, NETLINK_KOBJECT_UEVENT): the machine's devices
     x32_getpid = (0x40000000 | 39,)
-    for call in (unshare_user, ptrace_traceme, io_uring_setup, x32_getpid, vsock, inotify, mq_open):
+    for call in (unshare_user, ptrace_traceme, io_uring_setup, x32_getpid, vsock, inotify, mq_open, io_setup, uevents):
         assert session.call("attempt", *call) == "Operation not permitted", call
     assert session.call("attempt", 435, 0, 0) == "Function not implemented"  # clone3: the C library falls back
     for flag in (0x10000000, 0x40000000, 0x20000000, 0x00020000):  # a new user, network, PID, mount namespace

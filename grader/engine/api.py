@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -107,9 +108,12 @@ class PendingGrade:
 
 
 def start_grading(assignment: Assignment | str | Path, submission: str | Path | None,
-                  options: GradeOptions, settled: Fingerprint | None = None) -> PendingGrade:
+                  options: GradeOptions, settled: Fingerprint | None = None,
+                  private: Sequence[Path] | None = None) -> PendingGrade:
     """Load the submission and start its hidden suite in a forked process; returns at once.
-    ``settled``: :meth:`Fingerprint.of` the assignment and ``options``, where a batch has it."""
+    ``settled``: :meth:`Fingerprint.of` the assignment and ``options``, where a batch has it.
+    ``private``: folders the student's process must not see, besides the reference (a class's
+    submissions and results); by default the submission's own folder, which may hold others'."""
     started = time.monotonic()
     if not isinstance(assignment, Assignment):
         assignment = Assignment.load(assignment)
@@ -130,14 +134,16 @@ def start_grading(assignment: Assignment | str | Path, submission: str | Path | 
         error = str(exc)
     layers = isolation.layers() if program else []
     fingerprint = replace(settled or Fingerprint.of(assignment, options), submission=sha256)
-    run = _start_suite(assignment, program, options.limits, device, isolation, options.total_timeout_s)
+    hidden = (reference_dir(), *(private if private is not None else (path.resolve().parent,)))
+    run = _start_suite(assignment, program, options.limits, device, isolation, options.total_timeout_s,
+                       tuple(str(folder) for folder in hidden))
     return PendingGrade(assignment, str(submission if submission is not None else path), sha256,
                         Status.GRADED if program else Status.UNGRADABLE, error, device, layers, started, run,
                         fingerprint)
 
 
 def _start_suite(assignment: Assignment, program: Program | None, limits: Limits, device: str, isolation: Isolation,
-                 total_timeout_s: float) -> ForkedRun:
+                 total_timeout_s: float, hidden: tuple[str, ...]) -> ForkedRun:
     """Fork the suite process, with the submission's workspace (see :mod:`grader.sandbox.workspace`)."""
     try:
         suite = collected_suite(assignment.hidden_suite, assignment.parts)  # once per grader process
@@ -148,7 +154,7 @@ def _start_suite(assignment: Assignment, program: Program | None, limits: Limits
         return ForkedRun(lambda: run_suite(assignment, suite, None, limits, device, None),
                          total_timeout_s, limits)
     try:
-        workspace = Workspace.open(isolation, limits, assignment.preload, device, (str(reference_dir()),))
+        workspace = Workspace.open(isolation, limits, assignment.preload, device, hidden)
     except (OSError, ZygoteUnavailable) as exc:
         message = f"the student's sandbox could not be set up: {exc}"
         return ForkedRun(lambda: _fail(message), total_timeout_s, limits)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import select
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -117,7 +117,7 @@ def grade_batch(
         results = run_on_ray(assignment, folder, list(why), jobs=batch.jobs, options=options, address=ray_address)
     else:
         results = run_locally(assignment, folder, list(why), jobs=batch.jobs, options=options, on_begin=on_begin,
-                              settled=settled)
+                              settled=settled, private=(folder, out))
     with contextlib.closing(results):  # interrupted: the executor stops what still runs
         for relative, report in results:
             path = report_path(out, relative)
@@ -163,8 +163,11 @@ def _written(report: GradeReport, path: Path, assignment: Assignment) -> GradeRe
 def run_locally(
     assignment: Assignment, folder: Path, todo: list[Path], *, jobs: int, options: GradeOptions,
     on_begin: Callable[[Path], None] | None = None, settled: Fingerprint | None = None,
+    private: Sequence[Path] | None = None,
 ) -> Iterator[tuple[Path, GradeReport]]:
     """Grade on this machine, ``jobs`` submissions at a time, yielding each report when ready.
+    ``private``: what no student's process may see (the class's folder and its results; by
+    default each submission's own folder).
     A submission whose grading fails in the grader gets a grader_error report; only Ctrl-C (or
     a sandbox this machine cannot give, which no submission would get) stops the batch."""
     todo = list(todo)
@@ -176,7 +179,7 @@ def run_locally(
                 if on_begin:
                     on_begin(relative)
                 try:
-                    pending[start_grading(assignment, folder / relative, options, settled)] = relative
+                    pending[start_grading(assignment, folder / relative, options, settled, private)] = relative
                 except SandboxUnavailable:
                     raise
                 except Exception as exc:  # noqa: BLE001 - e.g. fork failed: this submission's report says so

@@ -168,7 +168,7 @@ def _hide_imports(hidden_paths: tuple[str, ...]) -> None:
     """Make the reference unimportable by accident. Not a security boundary on its own:
     code in this process can undo it; the filesystem sandbox is what protects the files."""
     sys.path[:] = [entry for entry in sys.path if entry and not _is_hidden(entry, hidden_paths)]
-    names = {os.path.basename(path) for path in hidden_paths}
+    names = {os.path.basename(path) for path in hidden_paths if os.path.isfile(os.path.join(path, "__init__.py"))}
     # A submodule is imported only after its package, so where no hidden package is in
     # sys.modules there is nothing to remove. Looking costs nothing; going through all of
     # sys.modules (some 1,600 names after torch) copies the pages of every name: 5-7 ms.

@@ -12,10 +12,11 @@ memory, fork) work as before. Three calls are looked at more closely:
   netfilter and mount code. ``clone3`` passes its flags in memory, which a filter cannot
   read, so it fails with ENOSYS, and the C library falls back to ``clone`` for threads;
 - ``socket`` opens only the families of the network namespace, which reaches nothing: a
-  ``vsock`` socket (a VM's line to its host) is not namespaced;
-- ``inotify_init`` and ``mq_open``: inotify instances and POSIX message queues' bytes are
-  counted per uid, for the whole machine, the grader's processes included, so a submission
-  must not take them all.
+  ``vsock`` socket (a VM's line to its host) is not namespaced, and of netlink only the
+  routing protocol (the kernel's device events reach every network namespace);
+- ``inotify_init``, ``mq_open`` and ``io_setup``: inotify instances, POSIX message queues'
+  bytes and AIO contexts are counted per uid or for the whole machine, the grader's processes
+  included, so a submission must not take them all.
 
 The numbers are x86-64's, the architecture this grader is tested on; elsewhere the layer
 is reported missing. x32 system calls (the same numbers with bit 30 set) are refused too,
@@ -35,11 +36,12 @@ _AUDIT_ARCH_X86_64 = 0xC000003E
 _X32_SYSCALL_BIT = 0x40000000
 _RET_KILL_PROCESS, _RET_ERRNO, _RET_ALLOW = 0x80000000, 0x00050000, 0x7FFF0000
 _LD_W_ABS, _JEQ_K, _JGE_K, _JSET_K, _RET_K = 0x20, 0x15, 0x35, 0x45, 0x06
-_NR_OFFSET, _ARCH_OFFSET, _ARG0_OFFSET = 0, 4, 16  # in struct seccomp_data (the argument's low 32 bits)
+_NR_OFFSET, _ARCH_OFFSET, _ARG0_OFFSET, _ARG2_OFFSET = 0, 4, 16, 32  # in struct seccomp_data (low 32 bits)
 _CLONE, _CLONE3, _SOCKET = 56, 435, 41
 # CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET
 _CLONE_NEW_NAMESPACES = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000
-_SOCKET_FAMILIES = (1, 2, 10, 16)  # AF_UNIX, AF_INET, AF_INET6, AF_NETLINK
+_SOCKET_FAMILIES = (1, 2, 10)  # AF_UNIX, AF_INET, AF_INET6
+_AF_NETLINK, _NETLINK_ROUTE = 16, 0  # netlink: only its routing protocol (getaddrinfo, if_nameindex)
 
 DENIED_X86_64 = {
     "ptrace": 101, "syslog": 103, "personality": 135, "vhangup": 153, "pivot_root": 155, "chroot": 161,
@@ -51,7 +53,7 @@ DENIED_X86_64 = {
     "kexec_file_load": 320, "bpf": 321, "userfaultfd": 323, "io_uring_setup": 425, "io_uring_enter": 426,
     "io_uring_register": 427, "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431,
     "fsmount": 432, "fspick": 433, "mount_setattr": 442, "inotify_init": 253, "inotify_init1": 294,
-    "fanotify_init": 300, "mq_open": 240,
+    "fanotify_init": 300, "mq_open": 240, "io_setup": 206,
 }
 
 
@@ -92,6 +94,9 @@ def _program() -> list[tuple[int, int, int, int]]:
         (_RET_K, 0, 0, _RET_ALLOW),
         "socket", (_LD_W_ABS, 0, 0, _ARG0_OFFSET),
         *((_JEQ_K, to("allow"), 0, family) for family in _SOCKET_FAMILIES),
+        (_JEQ_K, 0, to("deny"), _AF_NETLINK),
+        (_LD_W_ABS, 0, 0, _ARG2_OFFSET),
+        (_JEQ_K, to("allow"), 0, _NETLINK_ROUTE),
         "deny", (_RET_K, 0, 0, _RET_ERRNO | errno.EPERM),
         "allow", (_RET_K, 0, 0, _RET_ALLOW),
         "enosys", (_RET_K, 0, 0, _RET_ERRNO | errno.ENOSYS),

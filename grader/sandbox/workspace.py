@@ -13,7 +13,9 @@ import functools
 import itertools
 import os
 import shutil
+import site
 import socket
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,6 +51,7 @@ class Workspace:
                 control = ZygoteServer.shared().connect(preload)
             except ZygoteUnavailable:  # it died since it was last used: shared() starts another
                 control = ZygoteServer.shared().connect(preload)
+            hidden_paths = tuple(path for path in hidden_paths if not _holds_what_children_run_on(path, scratch_root))
             config = ZygoteConfig(limits, device, str(scratch_root), hidden_paths, isolation,
                                   tuple(map(str, cgroup.directories)) if cgroup else ())
             try:
@@ -79,6 +82,17 @@ class Workspace:
 
 
 @functools.cache
+def _holds_what_children_run_on(folder: str, scratch_root: Path) -> bool:
+    """Whether hiding ``folder`` from a student's process (an empty mount over it, its paths out
+    of ``sys.path``) would hide what that process runs on: its scratch, the Python installation
+    and its packages, or this grader's code. A class's folder may hold them all (a checkout
+    graded from its root); it then stays visible, and Landlock is what keeps it unread."""
+    needed = (scratch_root, sys.prefix, sys.base_prefix, sys.exec_prefix, *site.getsitepackages(),
+              Path(sys.executable).resolve().parent, Path(__file__).resolve().parents[2])
+    folder_path = Path(folder).resolve()
+    return any(Path(path).resolve().is_relative_to(folder_path) for path in needed)
+
+
 def _remove_what_dead_graders_left() -> None:
     """Once per process: the scratch folders and cgroups of graders that were killed (and so
     could not remove them), told by the pid in their names."""
