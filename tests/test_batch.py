@@ -317,13 +317,14 @@ def test_without_landlock_a_submission_sees_neither_the_class_folder_nor_the_res
     # Only the namespaces' mounts stand here; the red team that found this read a classmate's
     # file from the class folder, which would let it run the classmate's code as its own.
     monkeypatch.setattr(landlock, "abi_version", lambda: 0)
-    folder, out = tmp_path / "class", tmp_path / "out"
+    monkeypatch.chdir(tmp_path)
+    folder, out = Path("class"), Path("out")  # as an instructor types them: relative
     folder.mkdir()
     (folder / "alice.py").write_text(REFERENCE + "\nSECRET = 'alice-was-here'\n")
     peek = ("\nfor path in {paths!r}:\n"
             "    try:\n        print('read', path, os.listdir(path) if os.path.isdir(path) else open(path).read())\n"
             "    except OSError as exc:\n        print('refused', path, type(exc).__name__)\n")
-    paths = [str(folder / "alice.py"), str(folder), str(out)]
+    paths = [str(tmp_path / "class" / "alice.py"), str(tmp_path / "class"), str(tmp_path / "out")]
     (folder / "zed.py").write_text("import os\n" + REFERENCE + peek.format(paths=paths))  # graded after alice
     with pytest.warns(isolation.SandboxWarning, match="Landlock"):
         run(folder, out, jobs=1)

@@ -136,7 +136,7 @@ def start_grading(assignment: Assignment | str | Path, submission: str | Path | 
     fingerprint = replace(settled or Fingerprint.of(assignment, options), submission=sha256)
     hidden = (reference_dir(), *(private if private is not None else (path.resolve().parent,)))
     run = _start_suite(assignment, program, options.limits, device, isolation, options.total_timeout_s,
-                       tuple(str(folder) for folder in hidden))
+                       tuple(str(Path(folder).resolve()) for folder in hidden))  # the child's cwd is its scratch
     return PendingGrade(assignment, str(submission if submission is not None else path), sha256,
                         Status.GRADED if program else Status.UNGRADABLE, error, device, layers, started, run,
                         fingerprint)
