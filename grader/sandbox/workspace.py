@@ -13,13 +13,12 @@ import functools
 import itertools
 import os
 import shutil
-import site
 import socket
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader.sandbox import landlock
 from grader.sandbox.cgroups import SubmissionCgroup
 from grader.sandbox.isolation import Isolation
 from grader.sandbox.limits import Limits
@@ -84,13 +83,12 @@ class Workspace:
 @functools.cache
 def _holds_what_children_run_on(folder: str, scratch_root: Path) -> bool:
     """Whether hiding ``folder`` from a student's process (an empty mount over it, its paths out
-    of ``sys.path``) would hide what that process runs on: its scratch, the Python installation
-    and its packages, or this grader's code. A class's folder may hold them all (a checkout
-    graded from its root); it then stays visible, and Landlock is what keeps it unread."""
-    needed = (scratch_root, sys.prefix, sys.base_prefix, sys.exec_prefix, *site.getsitepackages(),
-              Path(sys.executable).resolve().parent, Path(__file__).resolve().parents[2])
-    folder_path = Path(folder).resolve()
-    return any(Path(path).resolve().is_relative_to(folder_path) for path in needed)
+    of ``sys.path``) would hide what that process runs on: its scratch, what it reads of the
+    system and the Python installation, or this grader's code. A class's folder may hold them
+    all (a checkout graded from its root); it then stays visible, and Landlock is what keeps it
+    unread."""
+    needed = (str(scratch_root), *landlock.readable_roots(), str(Path(__file__).resolve().parents[2]))
+    return any(landlock.covers([folder], path) for path in needed)
 
 
 def _remove_what_dead_graders_left() -> None:

@@ -137,6 +137,14 @@ class ZygoteServer:
             self._process.wait()
 
 
+def kill_by_pid(pid: int) -> None:
+    """SIGKILL the process group ``pid`` leads, and ``pid`` (should it lead none yet). Only
+    while ``pid`` is surely still that process's: not reaped."""
+    for kill in (os.killpg, os.kill):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            kill(pid, signal.SIGKILL)
+
+
 @dataclass
 class Child:
     pid: int
@@ -159,9 +167,7 @@ class Child:
         self.killed = True
         self.sock.close()
         if self.pidfd < 0:  # a kernel without pidfds (before Linux 5.3): by pid, as the only way
-            for kill, target in ((os.killpg, self.pid), (os.kill, self.pid)):
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    kill(target, signal.SIGKILL)
+            kill_by_pid(self.pid)
             return
         try:
             signal.pidfd_send_signal(self.pidfd, 0)
@@ -421,11 +427,7 @@ class _SubmissionZygote:
                     self._forget(request["pid"])
         finally:
             for pid in self._children:  # none reaped: each pid is still its child's
-                for kill in (os.killpg, os.kill):
-                    try:
-                        kill(pid, signal.SIGKILL)
-                    except (ProcessLookupError, PermissionError):
-                        pass
+                kill_by_pid(pid)
 
     def _spawn(self) -> None:
         from grader.sandbox import _child
