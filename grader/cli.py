@@ -143,11 +143,15 @@ def main(argv: list[str] | None = None) -> int:
     return _grade(_grade_parser().parse_args(argv), console)
 
 
-def _start_zygote_server(assignment: Path) -> None:
+def _start_grader(assignment: Path) -> None:
     """Start the zygote server (see grader.sandbox.zygote) before this process imports torch,
-    so that the two imports, and those the assignment's suite declares, run side by side."""
+    so that the two imports, and those the assignment's suite declares, run side by side. Both
+    are warm parents (see grader.sandbox.warm_parent)."""
     from grader.core.assignment import Assignment, AssignmentError
+    from grader.sandbox.warm_parent import pause_collector
     from grader.sandbox.zygote import ZygoteServer
+
+    pause_collector()
 
     try:
         preload = Assignment.load(assignment).preload
@@ -157,7 +161,7 @@ def _start_zygote_server(assignment: Path) -> None:
 
 
 def _grade(args: argparse.Namespace, console: Console) -> int:
-    _start_zygote_server(args.assignment)
+    _start_grader(args.assignment)
     from grader.core.assignment import AssignmentError
     from grader.core.report import Status
     from grader.engine.api import grade
@@ -182,7 +186,7 @@ def _grade(args: argparse.Namespace, console: Console) -> int:
 
 def _batch(args: argparse.Namespace, console: Console) -> int:
     if args.executor == "local":
-        _start_zygote_server(args.assignment)
+        _start_grader(args.assignment)
     from grader.core.assignment import AssignmentError
     from grader.core.report import json_text
     from grader.engine.batch import grade_batch

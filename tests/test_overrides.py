@@ -83,7 +83,7 @@ def term(tmp_path, monkeypatch):
             argv += ["--overrides", str(tmp_path / "overrides.csv")]
         return cli.main([*argv, *args])
 
-    monkeypatch.setattr(cli, "_start_zygote_server", lambda assignment: None)  # nothing is really graded
+    monkeypatch.setattr(cli, "_start_grader", lambda assignment: None)  # nothing is really graded
     return folder, out, grader, run
 
 

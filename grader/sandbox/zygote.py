@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import gc
 import importlib
 import json
 import os
@@ -46,6 +45,7 @@ from grader.sandbox.cgroups import SubmissionCgroup
 from grader.sandbox.isolation import Isolation
 from grader.sandbox.limits import (OOM_SCORE_FIRST, OOM_SCORE_NEVER, Limits, die_with_parent, fork_when_room,
                                   set_oom_score)
+from grader.sandbox.warm_parent import freeze_before_fork, pause_collector
 
 # All the zygote server's environment, which every student child starts from: nothing else
 # of the grader's environment (a token on a CI runner, say) reaches it.
@@ -319,6 +319,7 @@ def process_tree_cpu_seconds(root: int) -> float | None:
 
 def serve_forever(control_fd: int, parent_pid: int, preload: tuple[str, ...] = ()) -> None:
     """The zygote server's main loop: fork a submission zygote for each socket received."""
+    pause_collector()
     die_with_parent()
     if os.getppid() != parent_pid:  # the grader died before the line above took effect
         os._exit(0)
@@ -345,7 +346,7 @@ def serve_forever(control_fd: int, parent_pid: int, preload: tuple[str, ...] = (
             os._exit(0)
         for module in json.loads(data).get("preload", ()):
             importlib.import_module(module)  # named by a hidden suite's suite.toml: trusted
-        gc.freeze()  # a child's collections then leave these objects' pages shared
+        freeze_before_fork()
         for fd in fds:
             if os.fork() == 0:
                 control.close()
