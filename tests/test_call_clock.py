@@ -45,13 +45,13 @@ def test_a_call_that_waits_for_a_cpu_is_not_timed_out(session_for, clock):  # no
     # The student's processes are stopped for 4 s in the middle of 0.5 s of computing, as a
     # busy machine's scheduler would leave them waiting: past the 3 s limit as a wall clock
     # counts, well within it as CPU time. Without a cgroup (a GPU machine's container, say),
-    # the CPU time of the namespaces' init and the processes below it counts.
+    # the CPU time of the student's process and the processes it started counts.
     limits = replace(LIMITS, call_timeout_s=3.0)
     layers = None if clock == "cgroup" else Isolation(landlock=False, namespaces=namespaces.namespaces_available())
     session = session_for(BURN, limits=limits, layers=layers)
     session.call("burn", 0.01)
     child = session._process._child.pid
-    processes = [child, *descendants(child)]  # with namespaces, their init; the code runs below
+    processes = [child, *descendants(child)]  # the student's process and any it started
 
     def hold() -> None:
         time.sleep(0.1)
@@ -119,23 +119,22 @@ def test_without_a_cgroup_the_child_s_own_cpu_time_is_read_from_proc():
     assert zygote.cpu_seconds(child) is None  # gone: no clock, and the wall clock counts instead
 
 
-def test_without_a_cgroup_the_cpu_time_of_the_processes_below_init_counts():
-    # With namespaces the child is their init, which only waits; the code runs in a process
-    # below it, and so may what that process starts.
-    init = subprocess.Popen([sys.executable, "-c", "import subprocess, sys\nsubprocess.run([sys.executable, '-c', "
+def test_without_a_cgroup_the_cpu_time_of_the_processes_a_child_started_counts():
+    # The child only waits here; the code it started computes.
+    parent = subprocess.Popen([sys.executable, "-c", "import subprocess, sys\nsubprocess.run([sys.executable, '-c', "
                               "'import time\\nt = time.process_time()\\nwhile time.process_time() - t < 0.4:\\n"
                               "    pass\\ntime.sleep(60)\\n'])\n"])
     try:
-        zygote, child = Zygote(control=None, pid=0), Child(init.pid, sock=None, output=-1)
+        zygote, child = Zygote(control=None, pid=0), Child(parent.pid, sock=None, output=-1)
         deadline = time.monotonic() + 30
         while (used := zygote.cpu_seconds(child)) < 0.4 and time.monotonic() < deadline:
             time.sleep(0.05)
         assert 0.4 <= used < 5
     finally:
-        for pid in descendants(init.pid):
+        for pid in descendants(parent.pid):
             os.kill(pid, signal.SIGKILL)
-        init.kill()
-        init.wait()
+        parent.kill()
+        parent.wait()
 
 
 class _QuietZygote:

@@ -55,13 +55,11 @@ def run(
     device: str,
     hidden_paths: tuple[str, ...],
     isolation: Isolation,
-    status_pipe: int,
 ) -> None:
     """Confine this process, receive the program, run it, serve calls. Never returns.
 
     ``output`` becomes stdout and stderr (a memfd the grader reads). With namespaces, this
-    process is their init (see :func:`namespaces.fork_init`) and ``status_pipe`` is where it
-    tells the zygote how the student's process ended (else -1). The program comes from
+    process is PID 1 of its own (see :func:`namespaces.fork_init`). The program comes from
     the trusted side over ``sock``, after confinement: the processes this one was forked
     from never held a submission.
     """
@@ -69,7 +67,7 @@ def run(
     confined = False
     try:
         sock = _to_high_descriptor(sock)
-        _confine(limits, scratch, device, hidden_paths, isolation, output, status_pipe)
+        _confine(limits, scratch, device, hidden_paths, isolation, output)
         confined = True
         protocol.send(sock, {"event": "started"})  # the program's time limits count from here
         message, _ = protocol.recv(sock, max_header=PROGRAM_MESSAGE_BYTES, max_payload=0)
@@ -106,7 +104,7 @@ def _to_high_descriptor(sock: socket.socket) -> socket.socket:
 
 
 def _confine(limits: Limits, scratch: Path, device: str, hidden_paths: tuple[str, ...], isolation: Isolation,
-             output: int, status_pipe: int) -> None:
+             output: int) -> None:
     os.setsid()  # own session and process group: the parent kills the whole group
     die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_DFL)
@@ -120,8 +118,8 @@ def _confine(limits: Limits, scratch: Path, device: str, hidden_paths: tuple[str
     torch.set_num_threads(limits.threads)
     if isolation.namespaces:
         # From here on: no network, no other processes in sight, a read-only filesystem with
-        # a size-capped scratch tmpfs, no capabilities. Whatever the student starts dies with init.
-        namespaces.enter(str(scratch), limits.scratch_bytes, limits.scratch_files, hidden_paths, status_pipe)
+        # a size-capped scratch tmpfs, no capabilities. Whatever the student starts dies with this process.
+        namespaces.enter(str(scratch), limits.scratch_bytes, limits.scratch_files, hidden_paths)
     if device.startswith("cuda"):
         _open_cuda(device, limits)
     env = {key: os.environ[key] for key in _KEPT_ENV if key in os.environ}
@@ -133,13 +131,12 @@ def _confine(limits: Limits, scratch: Path, device: str, hidden_paths: tuple[str
         seccomp.restrict()  # tracing, mounting, BPF, io_uring... fail with EPERM
     if not device.startswith("cuda"):
         resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
-    # Last: init above closes descriptors up to this limit (the socket is at 512).
     resource.setrlimit(resource.RLIMIT_NOFILE, (limits.open_files, limits.open_files))
 
 
 def _open_cuda(device: str, limits: Limits) -> None:
     """Make this process's CUDA context now: in the process that runs the student's code (CUDA
-    does not survive a fork, and entering the namespaces forks), while the grader's environment
+    does not survive a fork), while the grader's environment
     (CUDA_VISIBLE_DEVICES) still holds, and before Landlock, which would refuse to open the
     driver's device files for writing. What is opened here stays usable after it."""
     # RLIMIT_AS breaks CUDA's large virtual mappings; cap the GPU allocator instead.

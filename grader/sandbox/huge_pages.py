@@ -3,8 +3,8 @@
 A fork copies the page table of every private page its parent wrote, and an exit tears
 that table down. After ``import torch`` that is some 180 MiB of heap, 45,000 entries of
 4 KiB: about 5 ms for each fork and as much again for each exit, and every student child
-costs three forks (its submission zygote's share, the namespaces' init and the student's
-process; see namespaces.py). On 2 MiB pages the same heap is 90 entries. A child that writes to a
+costs two forks (its submission zygote's share and the student's process; see
+namespaces.py). On 2 MiB pages the same heap is 90 entries. A child that writes to a
 shared huge page gets a private copy of the 4 KiB it wrote, as before; only the parent's
 table is coarser.
 

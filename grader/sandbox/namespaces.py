@@ -4,9 +4,12 @@
 
 - **network**: only a loopback interface that is down; sockets can be created but reach
   nothing, not even the grader's machine through 127.0.0.1;
-- **PID**: the student's code runs as PID 2 under a tiny init. It cannot name, signal or
-  trace the grader's processes, and when init dies the kernel kills every process in the
-  namespace, including those that called ``setsid()`` to leave the process group;
+- **PID**: the student's process is PID 1 of a new PID namespace, forked straight into it by
+  :func:`fork_init`. It cannot name, signal or trace the grader's processes, and when it
+  ends the kernel kills every process in the namespace, including those that called
+  ``setsid()`` to leave the process group. As PID 1, it is sent no signal from inside its
+  namespace (its own code, or its children) that it has no handler for: only the kernel
+  (a fault, a limit) and the grader end it, so the grader's words for how it ended stay exact;
 - **IPC**: System V shared memory, semaphores and message queues, and POSIX message
   queues, of its own. The kernel destroys them with the namespace, once the student's
   process and whatever it started have ended: none outlives it (shared memory left on the
@@ -23,11 +26,6 @@ Then the process drops every capability: still uid 0 to the kernel (the Python
 installation may live in a directory only root can read), but unable to mount, unmount,
 trace, or override file permissions. Needs root; :func:`namespaces_available` probes once.
 
-Two processes stand where the zygote forked one: *init*, PID 1 of the new PID namespace and
-the PID the grader knows (:func:`fork_init` forks it straight into that namespace), and the
-student's process below it. Init tells the zygote how the student's process ended (exit
-code or signal) through a pipe, since no signal from inside its namespace can end init
-itself, so the grader's messages about limits stay exact.
 """
 
 from __future__ import annotations
@@ -35,13 +33,10 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
-import signal
-import struct
 import tempfile
 import time
 
 from grader.sandbox import cgroups
-from grader.sandbox.limits import die_with_parent, fork_when_room
 
 CLONE_NEWNS, CLONE_NEWNET, CLONE_NEWPID, CLONE_NEWIPC = 0x00020000, 0x40000000, 0x20000000, 0x08000000
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REMOUNT, _MS_BIND = 1, 2, 4, 8, 32, 4096
@@ -49,7 +44,6 @@ _MS_REC, _MS_PRIVATE = 1 << 14, 1 << 18
 _SYS_MOUNT_SETATTR, _AT_RECURSIVE, _MOUNT_ATTR_RDONLY = 442, 0x8000, 0x1
 _PR_CAPBSET_DROP, _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 24, 47, 4
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
-STATUS = struct.Struct("i")  # a wait status, as init passes it on
 DEVICES = ("null", "zero", "full", "random", "urandom")  # what a submission's code may open in /dev
 GPU_DEVICES = ("nvidia", "dri", "kfd")  # CUDA: nvidiactl, nvidia0, nvidia-uvm, nvidia-caps/...; ROCm: kfd, dri/
 # What the student's uid 0 could read without any capability, and no submission needs: the
@@ -91,8 +85,8 @@ def _read_only_root() -> None:
 
 
 def _build_view(scratch: str, scratch_bytes: int, scratch_files: int, hidden_paths: tuple[str, ...]) -> None:
-    """The student's filesystem. Runs in init, the first process of the new PID namespace,
-    so the fresh /proc shows that namespace."""
+    """The student's filesystem. Runs in the first process of the new PID namespace, so the
+    fresh /proc shows that namespace."""
     _read_only_root()
     # Read-only: the kernel's settings under /proc/sys check only their files' modes, which
     # give root's uid 0 write access without any capability (a core_pattern that pipes to a
@@ -147,16 +141,16 @@ def drop_capabilities() -> None:
 
 
 def fork_init(wait_s: float = 2.0) -> int:
-    """fork, the child as init: PID 1 of a new PID namespace, which its later children join.
+    """fork, the child as PID 1 of a new PID namespace, which its later children join.
     This process's own later children stay in its namespace. Retries while the pids cgroup is
     full (of a killed child's processes that have not finished dying)."""
     own = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
     deadline = time.monotonic() + wait_s
     try:
         while True:
-            # Room for init and the student's process first: a failed first fork into a new
-            # PID namespace breaks it for good (every later fork gets ENOMEM).
-            cgroups.wait_for_room(2, max(0.0, deadline - time.monotonic()))
+            # Room first: a failed first fork into a new PID namespace breaks it for good
+            # (every later fork gets ENOMEM).
+            cgroups.wait_for_room(1, max(0.0, deadline - time.monotonic()))
             _unshare(CLONE_NEWPID)
             pid = -1
             try:
@@ -173,54 +167,13 @@ def fork_init(wait_s: float = 2.0) -> int:
         os.close(own)
 
 
-def enter(scratch: str, scratch_bytes: int, scratch_files: int, hidden_paths: tuple[str, ...],
-          status_pipe: int) -> None:
-    """In init (the child of :func:`fork_init`): continue this process's work in new network,
-    mount and IPC namespaces; returns there only, in the student's process, with a fresh tmpfs
-    as ``scratch`` and as its working directory. Init writes the student's process's wait
-    status to ``status_pipe`` once it ends."""
+def enter(scratch: str, scratch_bytes: int, scratch_files: int, hidden_paths: tuple[str, ...]) -> None:
+    """In the child of :func:`fork_init`: continue in new network, mount and IPC namespaces,
+    with a fresh tmpfs as ``scratch`` and as the working directory, and no capability."""
     _unshare(CLONE_NEWNET | CLONE_NEWNS | CLONE_NEWIPC)
     _build_view(scratch, scratch_bytes, scratch_files, hidden_paths)
-    student = fork_when_room()
-    if student:
-        _init(student, status_pipe)
-    os.close(status_pipe)
-    die_with_parent()
     drop_capabilities()
     os.chdir(scratch)  # the tmpfs, not the directory it covers
-
-
-def _init(student: int, status_pipe: int) -> None:
-    """PID 1: reap orphans until the student's process ends, pass on how it ended, and
-    exit, which ends the namespace. Never returns. Signals from inside cannot kill it."""
-    os.closerange(0, status_pipe)
-    os.closerange(status_pipe + 1, os.sysconf("SC_OPEN_MAX"))
-    while True:
-        try:
-            pid, status = os.wait()
-        except InterruptedError:
-            continue
-        if pid == student:
-            os.write(status_pipe, STATUS.pack(status))
-            os._exit(0)
-
-
-def student_status(init_status: int, status_pipe: int) -> int:
-    """How the student's process ended, given init's own wait status and the read end of the
-    pipe passed to :func:`enter` (closed here): init's word, or, without one, how init ended
-    (killed from outside, which kills its whole namespace)."""
-    try:
-        os.set_blocking(status_pipe, False)
-        word = os.read(status_pipe, STATUS.size)
-    except OSError:
-        word = b""
-    finally:
-        os.close(status_pipe)
-    if len(word) != STATUS.size:
-        return init_status
-    (status,) = STATUS.unpack(word)
-    ended = os.WIFEXITED(status) or (os.WIFSIGNALED(status) and 0 < os.WTERMSIG(status) < signal.NSIG)
-    return status if ended else init_status  # no wait status of an ended process: not init's word
 
 
 @functools.cache
@@ -234,9 +187,7 @@ def namespaces_available() -> bool:
             try:
                 if fork_init() == 0:
                     try:
-                        _unshare(CLONE_NEWNET | CLONE_NEWNS | CLONE_NEWIPC)
-                        _build_view(scratch, 2**20, 64, ())
-                        drop_capabilities()
+                        enter(scratch, 2**20, 64, ())
                     except BaseException:
                         os._exit(1)
                     os._exit(0)

@@ -278,8 +278,8 @@ class Zygote:
 
     def cpu_seconds(self, child: Child) -> float | None:
         """CPU time the submission has used so far: all its processes together where its cgroup
-        accounts it, else that of ``child``'s process tree (with namespaces, the child is their
-        init; the code runs below it); None where neither can be read."""
+        accounts it, else that of ``child``'s process tree (the student's process and whatever it
+        started); None where neither can be read."""
         if self._cgroup is not None and (seconds := self._cgroup.cpu_seconds()) is not None:
             return seconds
         return process_tree_cpu_seconds(child.pid)
@@ -290,7 +290,7 @@ class Zygote:
 
 def process_tree_cpu_seconds(root: int) -> float | None:
     """CPU time of ``root`` and its descendants now alive, each with the children it has waited
-    for (the processes that ended: reaped by their parent, or by the namespaces' init); None
+    for (the processes that ended and were reaped); None
     where ``root`` is gone or the kernel does not list children (/proc/PID/task/TID/children)."""
     if not os.path.exists(f"/proc/{root}/task/{root}/children"):
         return None
@@ -405,7 +405,7 @@ class _SubmissionZygote:
     def __init__(self, control: socket.socket, config: ZygoteConfig):
         self._control = control
         self._config = config
-        self._children: dict[int, int] = {}  # each child not forgotten: the pipe its init writes to (-1: none)
+        self._children: set[int] = set()  # each child not forgotten
         self._statuses: dict[int, int] = {}  # how those of them that ended ended
         self._forgotten: set[int] = set()  # not reaped yet
 
@@ -439,25 +439,14 @@ class _SubmissionZygote:
         # Output goes to memory, not to a file in the grader's directories: the child's
         # RLIMIT_FSIZE caps it, and it is gone when the grader closes its end.
         output = os.memfd_create("student-output")
-        if config.isolation.namespaces:
-            status_read, status_write = os.pipe()
-            pid = namespaces.fork_init()
-        else:
-            status_read = status_write = -1
-            pid = fork_when_room()
+        pid = namespaces.fork_init() if config.isolation.namespaces else fork_when_room()
         if pid == 0:
             self._control.close()
             ours.close()
-            for pipe in (status_read, *self._children.values()):  # no child reads another's word
-                if pipe >= 0:
-                    os.close(pipe)
             set_oom_score(OOM_SCORE_FIRST)  # the first the kernel kills, of the submission's and of the machine's
-            _child.run(theirs, output, config.limits, scratch, config.device, config.hidden_paths,
-                       config.isolation, status_write)
+            _child.run(theirs, output, config.limits, scratch, config.device, config.hidden_paths, config.isolation)
         theirs.close()
-        if status_write >= 0:
-            os.close(status_write)
-        self._children[pid] = status_read
+        self._children.add(pid)
         try:  # the suite process's handle on this very process, whatever takes its pid later
             pidfd = [os.pidfd_open(pid)]
         except OSError:  # a kernel without pidfds (before Linux 5.3)
@@ -469,11 +458,9 @@ class _SubmissionZygote:
             os.close(fd)
 
     def _forget(self, pid: int) -> None:
-        status_pipe = self._children.pop(pid, None)
-        if status_pipe is None:
+        if pid not in self._children:
             return
-        if status_pipe >= 0:
-            os.close(status_pipe)
+        self._children.discard(pid)
         self._statuses.pop(pid, None)
         self._forgotten.add(pid)
 
@@ -502,9 +489,7 @@ class _SubmissionZygote:
             if time.monotonic() >= deadline:
                 return None
             time.sleep(0.005)
-        status = _wait_status(ended)
-        status_pipe, self._children[pid] = self._children[pid], -1
-        self._statuses[pid] = namespaces.student_status(status, status_pipe) if status_pipe >= 0 else status
+        self._statuses[pid] = _wait_status(ended)
         return self._statuses[pid]
 
 
