@@ -1010,16 +1010,35 @@ def test_seccomp_refuses_what_a_submission_never_needs_and_allows_the_rest(sessi
     vsock, inotify, mq_open, io_setup = (41, 40, 1, 0), (253,), (240, 0, 0, 0, 0), (206, 1, 0)
     uevents = (41, 16, 2, 15)  # socket(AF_NETLINK, SOCK_DGRAM, NETLINK_KOBJECT_UEVENT): the machine's devices
     x32_getpid = (0x40000000 | 39,)
-    for call in (unshare_user, ptrace_traceme, io_uring_setup, x32_getpid, vsock, inotify, mq_open, io_setup, uevents):
+    no_death_signal = (157, 1, 0)  # prctl(PR_SET_PDEATHSIG, 0)
+    for call in (unshare_user, ptrace_traceme, io_uring_setup, x32_getpid, vsock, inotify, mq_open, io_setup, uevents,
+                 no_death_signal):
         assert session.call("attempt", *call) == "Operation not permitted", call
     assert session.call("attempt", 435, 0, 0) == "Function not implemented"  # clone3: the C library falls back
     for flag in (0x10000000, 0x40000000, 0x20000000, 0x00020000):  # a new user, network, PID, mount namespace
         assert session.call("clone", flag) == "Operation not permitted", hex(flag)
     assert session.call("clone", 0) == "allowed"
+    assert session.call("attempt", 157, 3) == "allowed"  # prctl(PR_GET_DUMPABLE): other options pass
     assert session.call("ordinary") == (pytest.approx(64.0), [1], "spawned")
     unfiltered = session_for("import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
                              "def attempt(number, *args):\n    return libc.syscall(number, *args)\n", sandbox="off")
     assert unfiltered.call("attempt", *unshare_user) == 0  # what the filter prevents, as root
+
+
+@pytest.mark.needs_layer("namespaces", "seccomp")
+def test_a_student_process_ends_with_its_zygote_whatever_its_code_does(session_for):
+    # PID 1 of its namespace ignores every signal but SIGKILL from its parent's death; code that
+    # clears that signal would outlive a grader killed with its zygotes (kill -9 of its group).
+    session = session_for("import ctypes, os\n"
+                          "cleared = ctypes.CDLL(None).prctl(1, 0, 0, 0, 0)\n"
+                          "def ping():\n    return cleared\n")
+    assert session.call("ping") == -1
+    student = session._process._child.pid
+    os.kill(session._process._zygote.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while alive(student) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not alive(student)
 
 
 def test_after_a_timeout_the_session_gives_calls_that_may_run_the_hung_code_the_shorter_limit(session_for):

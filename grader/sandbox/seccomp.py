@@ -5,7 +5,7 @@ namespaces, Landlock); the filter shrinks the kernel surface left, for the case 
 kernel bug makes one of them dangerous anyway: tracing and cross-process memory access,
 mounting and namespaces, BPF and perf events, keyrings, io_uring, userfaultfd, modules,
 kexec and the like. It is a deny list, so a submission's ordinary calls (files, threads,
-memory, fork) work as before. Three calls are looked at more closely:
+memory, fork) work as before. Four calls are looked at more closely:
 
 - ``clone`` with a flag for a new namespace is refused like ``unshare``: in a user namespace
   of its own, a process without capabilities has them all again, and with them the kernel's
@@ -14,6 +14,9 @@ memory, fork) work as before. Three calls are looked at more closely:
 - ``socket`` opens only the families of the network namespace, which reaches nothing: a
   ``vsock`` socket (a VM's line to its host) is not namespaced, and of netlink only the
   routing protocol (the kernel's device events reach every network namespace);
+- ``prctl(PR_SET_PDEATHSIG)`` is refused: the student's process, PID 1 of its namespace,
+  ends with its submission's zygote (and so with the grader) by that signal, and its code
+  could otherwise clear it and outlive a grader that was killed;
 - ``inotify_init``, ``mq_open`` and ``io_setup``: inotify instances, POSIX message queues'
   bytes and AIO contexts are counted per uid or for the whole machine, the grader's processes
   included, so a submission must not take them all.
@@ -37,7 +40,8 @@ _X32_SYSCALL_BIT = 0x40000000
 _RET_KILL_PROCESS, _RET_ERRNO, _RET_ALLOW = 0x80000000, 0x00050000, 0x7FFF0000
 _LD_W_ABS, _JEQ_K, _JGE_K, _JSET_K, _RET_K = 0x20, 0x15, 0x35, 0x45, 0x06
 _NR_OFFSET, _ARCH_OFFSET, _ARG0_OFFSET, _ARG2_OFFSET = 0, 4, 16, 32  # in struct seccomp_data (low 32 bits)
-_CLONE, _CLONE3, _SOCKET = 56, 435, 41
+_CLONE, _CLONE3, _SOCKET, _PRCTL = 56, 435, 41, 157
+_PR_SET_PDEATHSIG = 1
 # CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET
 _CLONE_NEW_NAMESPACES = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000
 _SOCKET_FAMILIES = (1, 2, 10)  # AF_UNIX, AF_INET, AF_INET6
@@ -88,6 +92,7 @@ def _program() -> list[tuple[int, int, int, int]]:
         (_JEQ_K, to("enosys"), 0, _CLONE3),
         (_JEQ_K, to("clone"), 0, _CLONE),
         (_JEQ_K, to("socket"), 0, _SOCKET),
+        (_JEQ_K, to("prctl"), 0, _PRCTL),
         (_RET_K, 0, 0, _RET_ALLOW),
         "clone", (_LD_W_ABS, 0, 0, _ARG0_OFFSET),
         (_JSET_K, to("deny"), 0, _CLONE_NEW_NAMESPACES),
@@ -97,6 +102,9 @@ def _program() -> list[tuple[int, int, int, int]]:
         (_JEQ_K, 0, to("deny"), _AF_NETLINK),
         (_LD_W_ABS, 0, 0, _ARG2_OFFSET),
         (_JEQ_K, to("allow"), 0, _NETLINK_ROUTE),
+        (_RET_K, 0, 0, _RET_ERRNO | errno.EPERM),
+        "prctl", (_LD_W_ABS, 0, 0, _ARG0_OFFSET),
+        (_JEQ_K, to("deny"), to("allow"), _PR_SET_PDEATHSIG),
         "deny", (_RET_K, 0, 0, _RET_ERRNO | errno.EPERM),
         "allow", (_RET_K, 0, 0, _RET_ALLOW),
         "enosys", (_RET_K, 0, 0, _RET_ERRNO | errno.ENOSYS),
