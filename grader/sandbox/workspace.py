@@ -80,14 +80,18 @@ class Workspace:
         shutil.rmtree(self.scratch_root, ignore_errors=True)
 
 
-@functools.cache
 def _holds_what_children_run_on(folder: str, scratch_root: Path) -> bool:
     """Whether hiding ``folder`` from a student's process (an empty mount over it, its paths out
     of ``sys.path``) would hide what that process runs on: its scratch, what it reads of the
     system and the Python installation, or this grader's code. A class's folder may hold them
     all (a checkout graded from its root); it then stays visible, and Landlock is what keeps it
     unread."""
-    needed = (str(scratch_root), *landlock.readable_roots(), str(Path(__file__).resolve().parents[2]))
+    return landlock.covers([folder], str(scratch_root)) or _holds_python_or_grader(folder)
+
+
+@functools.cache  # asked for every submission of a batch, about the same few folders
+def _holds_python_or_grader(folder: str) -> bool:
+    needed = (*landlock.readable_roots(), str(Path(__file__).resolve().parents[2]))
     return any(landlock.covers([folder], path) for path in needed)
 
 
