@@ -96,8 +96,8 @@ def _holds_python_or_grader(folder: str) -> bool:
 
 
 def _remove_what_dead_graders_left() -> None:
-    """Once per process: the scratch folders and cgroups of graders that were killed (and so
-    could not remove them), told by the pid in their names."""
+    """At every workspace's opening (a quarter of a millisecond): the scratch folders and cgroups
+    of graders that were killed (and so could not remove them), told by the pid in their names."""
     for folder in Path(tempfile.gettempdir()).glob(f"{_PREFIX}*"):
         if _owner_is_dead(folder.name):
             shutil.rmtree(folder, ignore_errors=True)
