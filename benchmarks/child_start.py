@@ -18,6 +18,7 @@ import argparse
 import statistics
 import time
 
+import common  # noqa: F401  (this checkout's grader first on sys.path)
 import reference
 from grader.core.ingest import Cell, Program
 from grader.sandbox import isolation

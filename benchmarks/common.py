@@ -10,6 +10,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+# This checkout's grader, not whichever one the environment installed (an editable install of
+# another worktree, say): a benchmark compared across two checkouts measures each one.
+sys.path.insert(0, str(ROOT))
 
 
 def timed(command: list[str]) -> tuple[float, subprocess.CompletedProcess]:
