@@ -144,20 +144,20 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _start_grader(assignment: Path) -> None:
-    """Start the zygote server (see grader.sandbox.zygote) before this process imports torch,
-    so that the two imports, and those the assignment's suite declares, run side by side. Both
-    are warm parents (see grader.sandbox.warm_parent)."""
+    """Start the zygote server (see grader.sandbox.zygote), then import torch and the engine
+    here: the two imports, and those the assignment's suite declares, run side by side, each
+    with its collector paused (see grader.sandbox.warm_parent)."""
     from grader.core.assignment import Assignment, AssignmentError
-    from grader.sandbox.warm_parent import pause_collector
+    from grader.sandbox.warm_parent import starting
     from grader.sandbox.zygote import ZygoteServer
-
-    pause_collector()
 
     try:
         preload = Assignment.load(assignment).preload
     except AssignmentError:  # said below, where the assignment is loaded for grading
         preload = ()
     ZygoteServer.shared(preload)
+    with starting():
+        import grader.engine.api  # noqa: F401
 
 
 def _grade(args: argparse.Namespace, console: Console) -> int:

@@ -9,6 +9,7 @@ and reap it.
 
 from __future__ import annotations
 
+import gc
 import os
 import resource
 import select
@@ -19,7 +20,6 @@ import traceback
 from collections.abc import Callable
 
 from grader.sandbox.limits import die_with_parent
-from grader.sandbox.warm_parent import freeze_before_fork
 
 
 class Forked:
@@ -34,7 +34,7 @@ class Forked:
     def __init__(self, produce: Callable[[], bytes], timeout_s: float):
         self.ended: tuple[int, resource.struct_rusage] | None = None  # wait status and resource usage, once reaped
         read_end, write_end = os.pipe()
-        freeze_before_fork()
+        gc.freeze()  # the fork's collections then skip (and so do not copy) the pages of what this process holds
         try:
             pid = os.fork()
         except BaseException:  # no room for a process, say: the batch goes on, so no descriptor may leak

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import gc
 import importlib
 import json
 import os
@@ -45,7 +46,7 @@ from grader.sandbox.cgroups import SubmissionCgroup
 from grader.sandbox.isolation import Isolation
 from grader.sandbox.limits import (OOM_SCORE_FIRST, OOM_SCORE_NEVER, Limits, die_with_parent, fork_when_room,
                                   set_oom_score)
-from grader.sandbox.warm_parent import freeze_before_fork, pause_collector
+from grader.sandbox.warm_parent import starting
 
 # All the zygote server's environment, which every student child starts from: nothing else
 # of the grader's environment (a token on a CI runner, say) reaches it.
@@ -319,18 +320,18 @@ def process_tree_cpu_seconds(root: int) -> float | None:
 
 def serve_forever(control_fd: int, parent_pid: int, preload: tuple[str, ...] = ()) -> None:
     """The zygote server's main loop: fork a submission zygote for each socket received."""
-    pause_collector()
     die_with_parent()
     if os.getppid() != parent_pid:  # the grader died before the line above took effect
         os._exit(0)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the grader's to handle
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # zygotes are reaped by the kernel
-    import torch  # noqa: F401  (no op is ever run here: GNU OpenMP is not fork-safe)
+    with starting():
+        import torch  # noqa: F401  (no op is ever run here: GNU OpenMP is not fork-safe)
 
-    from grader.sandbox import _child  # noqa: F401
+        from grader.sandbox import _child  # noqa: F401
 
-    for module in (*SERVER_PRELOAD, *preload):
-        importlib.import_module(module)
+        for module in (*SERVER_PRELOAD, *preload):
+            importlib.import_module(module)
     control = socket.socket(fileno=control_fd)
     # The heap goes onto huge pages (huge_pages.py) one block at a time while no request waits:
     # about a second in all, which saves some 20 ms of each child's start and end, and which no
@@ -346,7 +347,7 @@ def serve_forever(control_fd: int, parent_pid: int, preload: tuple[str, ...] = (
             os._exit(0)
         for module in json.loads(data).get("preload", ()):
             importlib.import_module(module)  # named by a hidden suite's suite.toml: trusted
-        freeze_before_fork()
+        gc.freeze()  # a child's collections then leave these objects' pages shared
         for fd in fds:
             if os.fork() == 0:
                 control.close()
