@@ -981,11 +981,21 @@ def test_strict_names_a_missing_cgroup_controller_and_basic_warns(monkeypatch, c
 
 @pytest.mark.needs_layer("seccomp")
 def test_seccomp_refuses_what_a_submission_never_needs_and_allows_the_rest(session_for):
-    session = session_for("import ctypes, os, torch\n"
+    session = session_for("import ctypes, mmap, os, sys, torch\n"
                           "libc = ctypes.CDLL(None, use_errno=True)\n"
                           "def attempt(number, *args):\n"
                           "    if libc.syscall(number, *args) == -1:\n        return os.strerror(ctypes.get_errno())\n"
                           "    return 'allowed'\n"
+                          "def on_a_file(number, *args):\n"  # a file every process may read: the page cache's
+                          "    fd = os.open(sys.executable, os.O_RDONLY)\n"
+                          "    try:\n        return attempt(number, fd, *args)\n    finally:\n        os.close(fd)\n"
+                          "libc.mmap.restype = ctypes.c_void_p\n"
+                          "libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, *[ctypes.c_int] * 3, ctypes.c_long]\n"
+                          "def on_a_mapping(advice):\n"  # madvise on a page of that file
+                          "    fd = os.open(sys.executable, os.O_RDONLY)\n"
+                          "    address = libc.mmap(None, 4096, mmap.PROT_READ, mmap.MAP_PRIVATE, fd, 0)\n"
+                          "    os.close(fd)\n"
+                          "    return attempt(28, ctypes.c_void_p(address), 4096, advice)\n"
                           "def clone(flags):\n"
                           "    pid = libc.syscall(56, flags | 17, 0, 0, 0, 0)\n"  # SIGCHLD: as fork() does
                           "    if pid == 0:\n        os._exit(0)\n"
@@ -1019,10 +1029,33 @@ def test_seccomp_refuses_what_a_submission_never_needs_and_allows_the_rest(sessi
         assert session.call("clone", flag) == "Operation not permitted", hex(flag)
     assert session.call("clone", 0) == "allowed"
     assert session.call("attempt", 157, 3) == "allowed"  # prctl(PR_GET_DUMPABLE): other options pass
+    # What tells or sets which pages of a file are cached (a channel between processes), and
+    # the same calls' ordinary uses.
+    mincore, cachestat, process_madvise = (27, 0, 4096, 0), (451, 0, 0, 0, 0), (440, 0, 0, 0, 21, 0)
+    for call in (mincore, cachestat, process_madvise):
+        assert session.call("attempt", *call) == "Operation not permitted", call
+    fadvise, preadv2 = 221, 327
+    for advice in (4, 5):  # POSIX_FADV_DONTNEED, NOREUSE
+        assert session.call("on_a_file", fadvise, 0, 0, advice) == "Operation not permitted", advice
+    assert session.call("on_a_file", fadvise, 0, 0, 2) == "allowed"  # POSIX_FADV_SEQUENTIAL
+    assert session.call("on_a_file", preadv2, 0, 0, 0, 0, 8) == "Operation not permitted"  # RWF_NOWAIT
+    assert session.call("on_a_file", preadv2, 0, 0, 0, 0, 0) == "allowed"
+    for advice in (20, 21):  # MADV_COLD, MADV_PAGEOUT
+        assert session.call("on_a_mapping", advice) == "Operation not permitted", advice
+    assert session.call("on_a_mapping", 4) == "allowed"  # MADV_DONTNEED: this process's own pages
     assert session.call("ordinary") == (pytest.approx(64.0), [1], "spawned")
     unfiltered = session_for("import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
                              "def attempt(number, *args):\n    return libc.syscall(number, *args)\n", sandbox="off")
     assert unfiltered.call("attempt", *unshare_user) == 0  # what the filter prevents, as root
+
+
+def test_a_seccomp_jump_too_far_for_its_byte_is_refused_not_wrapped():
+    from grader.sandbox import seccomp
+
+    near = [(seccomp._JEQ_K, ("end",), 0, 1), *[(seccomp._RET_K, 0, 0, 0)] * 255, "end", (seccomp._RET_K, 0, 0, 0)]
+    assert seccomp._resolve(near)[0][1] == 255
+    with pytest.raises(ValueError, match="does not fit"):
+        seccomp._resolve([*near[:1], (seccomp._RET_K, 0, 0, 0), *near[1:]])
 
 
 @pytest.mark.needs_layer("namespaces", "seccomp")
