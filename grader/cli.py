@@ -72,18 +72,36 @@ def _grade_parser() -> argparse.ArgumentParser:
 def _add_limit_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", choices=DEVICES, default=DEFAULT.device,
                         help="where to run (auto: CUDA when available)")
-    parser.add_argument("--timeout", type=float, default=DEFAULT.limits.call_timeout_s, metavar="SECONDS",
+    parser.add_argument("--timeout", type=_at_least(1.0, "s", "loading a submission takes up to a second"),
+                        default=DEFAULT.limits.call_timeout_s, metavar="SECONDS",
                         help="time limit per call into student code (CPU time: a busy machine does not count; a "
                              "call past 1 s may take 3000 times the reference's time for it, up to this, and a whole "
                              "job such as 07's training 3000 times the reference's same job) and per notebook cell "
                              "(default %(default)g)")
-    parser.add_argument("--memory", type=float, default=DEFAULT.limits.memory_bytes / 2**30, metavar="GIB",
+    parser.add_argument("--memory", type=_at_least(1.0, "GiB", "the student's process starts with torch loaded, "
+                                                    "about 0.7 GiB of address space"),
+                        default=DEFAULT.limits.memory_bytes / 2**30, metavar="GIB",
                         help="memory limit of the student's code: each process, and all of a submission's "
                              "together where the machine has a memory cgroup (default %(default)g)")
     parser.add_argument("--sandbox", choices=SANDBOXES, default=DEFAULT.sandbox,
                         help="isolation beyond the child process: basic uses what this machine offers and warns "
                              "about the rest; strict refuses to grade without all of them (namespaces, a cgroup per "
                              "submission with pids, memory and cpu, seccomp, Landlock); off uses none")
+
+
+def _at_least(minimum: float, unit: str, why: str) -> Callable[[str], float]:
+    """An argument type: a number of at least ``minimum``; below it, an error that says why
+    (a limit too small would fail every submission, and blame the student's code)."""
+    def number(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if not value >= minimum:  # NaN too
+            raise argparse.ArgumentTypeError(f"{text} is below {minimum:g} {unit}: {why}")
+        return value
+
+    return number
 
 
 def _limits(args: argparse.Namespace):

@@ -19,9 +19,23 @@ def test_the_cli_defaults_are_the_librarys():
 
 
 def test_the_cli_limits_change_only_what_their_flags_name():
-    limits = _limits(_grade_parser().parse_args(["a", "--timeout", "3", "--memory", "0.5"]))
-    assert (limits.call_timeout_s, limits.cell_timeout_s, limits.memory_bytes) == (3.0, 3.0, 2**29)
+    limits = _limits(_grade_parser().parse_args(["a", "--timeout", "3", "--memory", "1.5"]))
+    assert (limits.call_timeout_s, limits.cell_timeout_s, limits.memory_bytes) == (3.0, 3.0, 3 * 2**29)
     assert limits.student_time_s == DEFAULT.limits.student_time_s
+
+
+@pytest.mark.parametrize("flag, value, why", [
+    ("--memory", "0.5", "torch loaded"),  # every submission would fail to load, as if its code were wrong
+    ("--memory", "-1", "torch loaded"),
+    ("--timeout", "0", "loading a submission"),
+    ("--timeout", "nan", "loading a submission"),
+    ("--timeout", "soon", "not a number"),
+])
+def test_a_limit_no_submission_could_meet_is_refused_with_why(flag, value, why, capsys):
+    with pytest.raises(SystemExit) as exited:
+        _grade_parser().parse_args(["a", flag, value])
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and flag in err and why in err, err
 
 
 @pytest.mark.parametrize("make, option", [
