@@ -823,12 +823,18 @@ def test_the_machines_secrets_are_out_of_sight(session_for):
                           "def look(path):\n"
                           "    try:\n"
                           "        return os.listdir(path) if os.path.isdir(path) else open(path).read()\n"
-                          "    except OSError as exc:\n        return type(exc).__name__\n",
+                          "    except OSError as exc:\n        return type(exc).__name__\n"
+                          "def peek(path):\n    with open(path, 'rb') as file:\n        return len(file.read(64))\n",
                           layers=NAMESPACES_ONLY)
     for path in ("/etc/shadow", "/etc/gshadow"):
         if Path(path).is_file():
             assert session.call("look", path) == "", path  # readable by uid 0 without capabilities, else
     assert session.call("look", "/sys/fs/cgroup") == "PermissionError"  # every submission's cgroup
+    # Every physical page's flags and owner (uid 0 reads them without capabilities), every timer's process.
+    for path in ("/proc/kpageflags", "/proc/kpagecount", "/proc/kpagecgroup", "/proc/timer_list"):
+        if Path(path).is_file():
+            assert session.call("peek", path) == 0, path
+    assert session.call("peek", "/proc/self/stat") > 0  # the process's own /proc as it was
     # The kernel's settings: writing the current value back would change nothing, were it allowed.
     rewrite = session_for("def rewrite(path):\n"
                           "    value = open(path).read()\n"

@@ -48,9 +48,12 @@ DEVICES = ("null", "zero", "full", "random", "urandom")  # what a submission's c
 GPU_DEVICES = ("nvidia", "dri", "kfd")  # CUDA: nvidiactl, nvidia0, nvidia-uvm, nvidia-caps/...; ROCm: kfd, dri/
 # What the student's uid 0 could read without any capability, and no submission needs: the
 # machine's password hashes and SSH keys (their owner's permissions are root's), the kernel's
-# trace buffers, and the cgroups, which list every submission graded beside it and its usage.
+# trace buffers, the cgroups, which list every submission graded beside it and its usage, the
+# flags and owners of every physical page (a channel between submissions graded at the same
+# time), and every process's timers, by pid and name.
 MACHINE_SECRETS = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-", "/etc/ssh",
-                   "/sys/kernel/tracing", "/sys/kernel/debug", "/sys/fs/cgroup")
+                   "/sys/kernel/tracing", "/sys/kernel/debug", "/sys/fs/cgroup",
+                   "/proc/kpageflags", "/proc/kpagecount", "/proc/kpagecgroup", "/proc/timer_list")
 
 
 class _MountAttr(ctypes.Structure):
