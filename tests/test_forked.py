@@ -64,4 +64,3 @@ def test_a_fork_that_cannot_start_raises_and_leaves_no_descriptor_open(monkeypat
     with pytest.raises(BlockingIOError):
         Forked(lambda: b"never", timeout_s=60)
     assert set(os.listdir("/proc/self/fd")) == before
-

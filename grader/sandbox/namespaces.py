@@ -25,7 +25,6 @@
 Then the process drops every capability: still uid 0 to the kernel (the Python
 installation may live in a directory only root can read), but unable to mount, unmount,
 trace, or override file permissions. Needs root; :func:`namespaces_available` probes once.
-
 """
 
 from __future__ import annotations
