@@ -866,18 +866,45 @@ def test_the_childs_dev_holds_only_what_code_opens(session_for):
 
 
 @needs_namespaces
-def test_the_scratch_disk_is_capped(session_for):
+@pytest.mark.parametrize("folder", [".", "/dev/shm"])
+def test_the_scratch_disk_and_shared_memory_are_capped(session_for, folder):
     limits = Limits(call_timeout_s=5.0, scratch_bytes=8 * 2**20, scratch_files=64)
     session = session_for("import os\n"
-                          "def fill(size, count):\n"
+                          "def fill(folder, size, count):\n"
                           "    try:\n"
                           "        for i in range(count):\n"
-                          "            with open(f'f{i}', 'wb') as f:\n                f.write(b'x' * size)\n"
+                          "            with open(f'{folder}/f{i}', 'wb') as f:\n                f.write(b'x' * size)\n"
                           "    except OSError as exc:\n        return os.strerror(exc.errno)\n"
                           "    return 'wrote all'\n",
                           layers=NAMESPACES_ONLY, limits=limits)
-    assert session.call("fill", 2**20, 20) == "No space left on device"  # 20 MiB into 8
-    assert session.call("fill", 1, 200) == "No space left on device"  # 200 files into 64 inodes
+    assert session.call("fill", folder, 2**20, 20) == "No space left on device"  # 20 MiB into 8
+    assert session.call("fill", folder, 1, 200) == "No space left on device"  # 200 files into 64 inodes
+
+
+DATA_LOADER = """
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+def total(workers):
+    # Workers hand each batch back through shared memory (/dev/shm) and a queue's semaphore.
+    loader = DataLoader(TensorDataset(torch.arange(64.0).view(16, 4)), batch_size=4, num_workers=workers)
+    return float(sum(batch.sum() for (batch,) in loader))
+"""
+
+
+@needs_namespaces
+def test_a_data_loader_with_worker_processes_works_under_every_layer(session_for):
+    # Honest code from any tutorial: it must not lose points to the sandbox.
+    session = session_for(DATA_LOADER)
+    assert session.call("total", 2) == session.call("total", 0) == float(sum(range(64)))
+
+
+def test_without_namespaces_the_machine_s_shared_memory_stays_closed(session_for):
+    # There /dev/shm is the machine's, which every submission graded beside this one shares.
+    if not landlock.abi_version():
+        pytest.skip("needs Landlock")
+    session = session_for(IPC, layers=without_namespaces())
+    assert session.call("leave_posix_shm", "secret") in ("Permission denied", "Read-only file system")
 
 
 @needs_namespaces
@@ -1139,13 +1166,20 @@ def look(key, queue):
     mq = 'opened' if libc.mq_open(queue.encode(), os.O_RDONLY) >= 0 else os.strerror(ctypes.get_errno())
     return shm, mq
 
-def posix_shm():
+def leave_posix_shm(data):
     try:
-        os.close(os.open('/dev/shm/grader-leak', os.O_CREAT | os.O_RDWR, 0o600))
+        with open('/dev/shm/grader-leak', 'w') as file:  # never unlinked
+            file.write(data)
     except OSError as exc:
         return os.strerror(exc.errno)
-    os.unlink('/dev/shm/grader-leak')
-    return 'created'
+    return look_posix_shm()
+
+def look_posix_shm():
+    try:
+        with open('/dev/shm/grader-leak') as file:
+            return file.read()
+    except OSError as exc:
+        return os.strerror(exc.errno)
 """
 
 
@@ -1161,9 +1195,11 @@ def test_ipc_objects_die_with_the_submission_and_no_other_submission_sees_them(s
         # Namespaces alone (Landlock refuses to open a POSIX message queue at all).
         first = session_for(IPC, layers=NAMESPACES_ONLY)
         assert first.call("leave", SYSV_KEY, 2**20, MQUEUE) == ("secret", "opened")  # its own, while it lives
+        assert first.call("leave_posix_shm", "secret") == "secret"  # POSIX shared memory is a file
         second = session_for(IPC, layers=NAMESPACES_ONLY)  # a classmate's, graded at the same time
         assert second.call("look", SYSV_KEY, MQUEUE) == ("No such file or directory",) * 2
-        assert second.call("posix_shm") == "Read-only file system"  # POSIX shared memory is a file
+        assert second.call("look_posix_shm") == "No such file or directory"
+        assert not Path("/dev/shm/grader-leak").exists()  # nor on the machine
         first.close()
         assert SYSV_KEY not in _host_shm_keys()  # nothing left on the machine
         assert second.call("look", SYSV_KEY, MQUEUE) == ("No such file or directory",) * 2

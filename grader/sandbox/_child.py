@@ -126,7 +126,9 @@ def _confine(limits: Limits, scratch: Path, device: str, hidden_paths: tuple[str
     env.update(HOME=str(scratch), TMPDIR=str(scratch), MPLBACKEND="Agg", OMP_NUM_THREADS=str(limits.threads))
     _replace_environment(env)
     if isolation.landlock:
-        landlock.restrict(str(scratch))  # from here on, the grader's files cannot be opened
+        # From here on, the grader's files cannot be opened. /dev/shm is the machine's where
+        # there are no namespaces: shared with every other submission, so not writable then.
+        landlock.restrict((str(scratch), "/dev/shm") if isolation.namespaces else (str(scratch),))
     if isolation.seccomp:
         seccomp.restrict()  # tracing, mounting, BPF, io_uring... fail with EPERM
     if not device.startswith("cuda"):

@@ -1,7 +1,8 @@
 """Landlock (Linux >= 5.13): what the student's process may open, from inside the process.
 
 The child may read (and execute) the Python installation and the system directories,
-and read and write only its scratch directory; everything else, the grader's checkout
+and read and write only its scratch directory (and its own ``/dev/shm`` where the namespaces
+give it one); everything else, the grader's checkout
 with the reference and the hidden suites included, cannot be opened. Descriptors
 already open (its socket, stdout) keep working. Applied after fork and before the first
 cell; it cannot be undone by the process. Without kernel support the child runs without
@@ -76,8 +77,9 @@ def covers(roots: list[str], path: str) -> bool:
     return any(real == root or real.startswith(os.path.realpath(root).rstrip("/") + "/") for root in roots)
 
 
-def restrict(writable: str) -> None:
-    """Confine this process: read ``readable_roots()``, read and write ``writable``. Irreversible."""
+def restrict(writable: tuple[str, ...]) -> None:
+    """Confine this process: read ``readable_roots()``, read and write the directories
+    ``writable``. Irreversible."""
     libc = _libc()
     abi = abi_version()
     if abi < 1:
@@ -92,7 +94,7 @@ def restrict(writable: str) -> None:
         raise OSError(ctypes.get_errno(), "landlock_create_ruleset failed")
     try:
         file_rights = _EXECUTE | _WRITE_FILE | _READ_FILE | (1 << 14 if abi >= 3 else 0)  # + truncate
-        rules = [(root, _READ) for root in readable_roots()] + [(writable, handled)]
+        rules = [(root, _READ) for root in readable_roots()] + [(path, handled) for path in writable]
         rules += [(path, (_READ_FILE | _WRITE_FILE | (1 << 14 if abi >= 3 else 0))) for path in WRITABLE_FILES]
         for path, access in rules:
             fd = os.open(path, os.O_PATH | os.O_CLOEXEC)

@@ -13,12 +13,13 @@
 - **IPC**: System V shared memory, semaphores and message queues, and POSIX message
   queues, of its own. The kernel destroys them with the namespace, once the student's
   process and whatever it started have ended: none outlives it (shared memory left on the
-  machine) or reaches the next submission's process (POSIX shared memory is a file in
-  ``/dev/shm``, which the read-only filesystem below refuses);
+  machine) or reaches the next submission's process. POSIX shared memory and semaphores are
+  files in ``/dev/shm``, which is the process's own below;
 - **mount**: a fresh ``/proc`` that lists only the namespace's processes (so neither the
   grader's memory nor its environment is one path away); the whole filesystem read-only;
-  a size-capped tmpfs over its scratch directory as the only writable place (the disk
-  cap); and an empty, unreadable tmpfs over each hidden path (the reference), whatever
+  a size-capped tmpfs over its scratch directory and another as ``/dev/shm`` (where torch's
+  DataLoader workers and ``multiprocessing`` share tensors and semaphores), the only writable
+  places (the disk cap), both gone with the process; and an empty, unreadable tmpfs over each hidden path (the reference), whatever
   else protects it. Nothing else is covered: the Python installation, wherever it lives
   (a checkout under /tmp included), stays readable.
 
@@ -94,7 +95,7 @@ def _build_view(scratch: str, scratch_bytes: int, scratch_files: int, hidden_pat
     # give root's uid 0 write access without any capability (a core_pattern that pipes to a
     # program of the student's would run it as root, outside every namespace).
     _mount("proc", "/proc", "proc", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
-    _own_dev()
+    _own_dev(f"size={scratch_bytes},nr_inodes={scratch_files}")
     _mount("scratch", scratch, "tmpfs", _MS_NOSUID | _MS_NODEV, f"size={scratch_bytes},nr_inodes={scratch_files},mode=700")
     for path in (*hidden_paths, *MACHINE_SECRETS):
         if os.path.isdir(path):
@@ -103,9 +104,9 @@ def _build_view(scratch: str, scratch_bytes: int, scratch_files: int, hidden_pat
             _mount(os.devnull, path, None, _MS_BIND)
 
 
-def _own_dev() -> None:
+def _own_dev(shm_caps: str) -> None:
     """A /dev of the student's own: the devices code opens, a GPU's where the machine has one,
-    and nothing else. The machine's /dev holds its disks, whose owner's permissions let uid 0
+    an empty ``/dev/shm`` capped by ``shm_caps`` (a tmpfs's size and nr_inodes), and nothing else. The machine's /dev holds its disks, whose owner's permissions let uid 0
     read them without any capability (every file on them, the reference's included, past
     every mount that covers one), and devices whose ioctls reach far into the kernel (KVM,
     loop devices, userfaultfd) or that all processes share (ptys: a submission opened every one)."""
@@ -123,8 +124,8 @@ def _own_dev() -> None:
         for number, name in enumerate(("stdin", "stdout", "stderr")):
             os.symlink(f"/proc/self/fd/{number}", f"/dev/{name}")
         os.symlink("/proc/self/fd", "/dev/fd")
-        os.mkdir("/dev/shm")  # POSIX shared memory: none (read-only and empty)
-        _mount("shm", "/dev/shm", "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, "size=4k,mode=555")
+        os.mkdir("/dev/shm")  # POSIX shared memory, this process's alone: its mount namespace's
+        _mount("shm", "/dev/shm", "tmpfs", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, f"{shm_caps},mode=1777")
         _mount("dev", "/dev", None, _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NOEXEC)
     finally:
         os.close(machine)
