@@ -50,16 +50,17 @@ HANGS = replace(LIMITS, call_timeout_s=2.0, cell_timeout_s=1.0)
 @pytest.fixture
 def session_for():
     """session_for(*cell_sources, kind="notebook", sandbox="basic" or layers=Isolation(...),
-    solution=the reference's module) -> a StudentSession, one submission's; all cleaned up
+    solution=the reference's module, preload=modules the zygote server imports) -> a StudentSession, one submission's; all cleaned up
     after. ``session_for.workspaces``: each session's :class:`Workspace` (its scratch and
     cgroup), in order."""
     opened = []
 
     def make(*sources: str, kind: str = "notebook", limits: Limits = LIMITS, sandbox: str = "basic",
-             layers: isolation.Isolation | None = None, solution: ModuleType | None = None) -> StudentSession:
+             layers: isolation.Isolation | None = None, solution: ModuleType | None = None,
+             preload: tuple[str, ...] = ()) -> StudentSession:
         program = Program(kind, tuple(Cell(source, f"cell {i + 1}") for i, source in enumerate(sources)))
         layers = layers or isolation.choose(sandbox, reference.PACKAGE_DIR)
-        workspace = Workspace.open(layers, limits, (), "cpu", (str(reference.PACKAGE_DIR),))
+        workspace = Workspace.open(layers, limits, preload, "cpu", (str(reference.PACKAGE_DIR),))
         zygote = Zygote.open(workspace.control, workspace.config)
         session = StudentSession(zygote, program, limits, solution)
         opened.append((session, zygote, workspace))
@@ -886,7 +887,8 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 def total(workers):
-    # Workers hand each batch back through shared memory (/dev/shm) and a queue's semaphore.
+    # Workers hand each batch back through shared memory (/dev/shm), a queue's semaphore and
+    # a descriptor server whose socket lies in the temporary directory.
     loader = DataLoader(TensorDataset(torch.arange(64.0).view(16, 4)), batch_size=4, num_workers=workers)
     return float(sum(batch.sum() for (batch,) in loader))
 """
@@ -894,9 +896,47 @@ def total(workers):
 
 @needs_namespaces
 def test_a_data_loader_with_worker_processes_works_under_every_layer(session_for):
-    # Honest code from any tutorial: it must not lose points to the sandbox.
-    session = session_for(DATA_LOADER)
+    # Honest code from any tutorial: it must not lose points to the sandbox. Preloaded as every
+    # suite's zygote server does: torch._dynamo's import leaves tempfile's choice, /tmp, cached.
+    session = session_for(DATA_LOADER, preload=("torch._dynamo",))
     assert session.call("total", 2) == session.call("total", 0) == float(sum(range(64)))
+
+
+TMP = """
+import os, tempfile
+
+def write(name, text):
+    try:
+        with open(f'/tmp/{name}', 'w') as file:
+            file.write(text)
+    except OSError as exc:
+        return os.strerror(exc.errno)
+    return 'wrote'
+
+def read(name):
+    try:
+        return open(f'/tmp/{name}').read()
+    except OSError as exc:
+        return os.strerror(exc.errno)
+
+def temporary():
+    with tempfile.NamedTemporaryFile('w') as file:
+        return os.path.dirname(file.name) == os.environ['TMPDIR']
+"""
+
+
+@needs_namespaces
+def test_tmp_is_the_student_s_own_and_tempfile_follows_its_tmpdir(session_for):
+    first = session_for(TMP, preload=("torch._dynamo",))
+    second = session_for(TMP, preload=("torch._dynamo",))  # a classmate's, graded at the same time
+    assert first.call("temporary") and second.call("temporary")
+    if not namespaces.tmp_holds_nothing_it_reads():  # its Python lives in /tmp: left as it is, read-only
+        assert first.call("write", "grader-leak", "secret") == "Read-only file system"
+        return
+    assert first.call("write", "grader-leak", "secret") == "wrote"  # a tutorial's checkpoint, say
+    assert first.call("read", "grader-leak") == "secret"
+    assert second.call("read", "grader-leak") == "No such file or directory"
+    assert not Path("/tmp/grader-leak").exists()  # nor on the machine
 
 
 def test_without_namespaces_the_machine_s_shared_memory_stays_closed(session_for):

@@ -23,6 +23,7 @@ import resource
 import signal
 import socket
 import sys
+import tempfile
 import traceback
 import types
 from collections.abc import Iterator
@@ -116,19 +117,20 @@ def _confine(limits: Limits, scratch: Path, device: str, hidden_paths: tuple[str
     resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
     resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds))
     torch.set_num_threads(limits.threads)
+    # Without namespaces, /tmp and /dev/shm are the machine's, shared with every submission.
+    writable: tuple[str, ...] = (str(scratch),)
     if isolation.namespaces:
         # From here on: no network, no other processes in sight, a read-only filesystem with
-        # a size-capped scratch tmpfs, no capabilities. Whatever the student starts dies with this process.
-        namespaces.enter(str(scratch), limits.scratch_bytes, limits.scratch_files, hidden_paths)
+        # size-capped tmpfs to write in, no capabilities. Whatever the student starts dies with this process.
+        writable = namespaces.enter(str(scratch), limits.scratch_bytes, limits.scratch_files, hidden_paths)
     if device.startswith("cuda"):
         _open_cuda(device, limits)
     env = {key: os.environ[key] for key in _KEPT_ENV if key in os.environ}
     env.update(HOME=str(scratch), TMPDIR=str(scratch), MPLBACKEND="Agg", OMP_NUM_THREADS=str(limits.threads))
     _replace_environment(env)
+    tempfile.tempdir = None  # the server's imports cached /tmp (torch._dynamo's): TMPDIR decides again
     if isolation.landlock:
-        # From here on, the grader's files cannot be opened. /dev/shm is the machine's where
-        # there are no namespaces: shared with every other submission, so not writable then.
-        landlock.restrict((str(scratch), "/dev/shm") if isolation.namespaces else (str(scratch),))
+        landlock.restrict(writable)  # from here on, the grader's files cannot be opened
     if isolation.seccomp:
         seccomp.restrict()  # tracing, mounting, BPF, io_uring... fail with EPERM
     if not device.startswith("cuda"):

@@ -17,9 +17,10 @@
   files in ``/dev/shm``, which is the process's own below;
 - **mount**: a fresh ``/proc`` that lists only the namespace's processes (so neither the
   grader's memory nor its environment is one path away); the whole filesystem read-only;
-  a size-capped tmpfs over its scratch directory and another as ``/dev/shm`` (where torch's
-  DataLoader workers and ``multiprocessing`` share tensors and semaphores), the only writable
-  places (the disk cap), both gone with the process; and an empty, unreadable tmpfs over each hidden path (the reference), whatever
+  a size-capped tmpfs over its scratch directory, another as ``/dev/shm`` (where torch's
+  DataLoader workers and ``multiprocessing`` share tensors and semaphores) and another as
+  ``/tmp`` (unless its Python lives there), the only writable places (the disk cap), all gone
+  with the process; and an empty, unreadable tmpfs over each hidden path (the reference), whatever
   else protects it. Nothing else is covered: the Python installation, wherever it lives
   (a checkout under /tmp included), stays readable.
 
@@ -33,10 +34,11 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
+import sys
 import tempfile
 import time
 
-from grader.sandbox import cgroups
+from grader.sandbox import cgroups, landlock
 
 CLONE_NEWNS, CLONE_NEWNET, CLONE_NEWPID, CLONE_NEWIPC = 0x00020000, 0x40000000, 0x20000000, 0x08000000
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REMOUNT, _MS_BIND = 1, 2, 4, 8, 32, 4096
@@ -87,21 +89,43 @@ def _read_only_root() -> None:
                            ctypes.sizeof(attr)), "mount_setattr /")
 
 
-def _build_view(scratch: str, scratch_bytes: int, scratch_files: int, hidden_paths: tuple[str, ...]) -> None:
-    """The student's filesystem. Runs in the first process of the new PID namespace, so the
-    fresh /proc shows that namespace."""
+def _build_view(scratch: str, scratch_bytes: int, scratch_files: int, hidden_paths: tuple[str, ...]) -> tuple[str, ...]:
+    """The student's filesystem; returns its writable directories. Runs in the first process
+    of the new PID namespace, so the fresh /proc shows that namespace."""
     _read_only_root()
     # Read-only: the kernel's settings under /proc/sys check only their files' modes, which
     # give root's uid 0 write access without any capability (a core_pattern that pipes to a
     # program of the student's would run it as root, outside every namespace).
     _mount("proc", "/proc", "proc", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
-    _own_dev(f"size={scratch_bytes},nr_inodes={scratch_files}")
-    _mount("scratch", scratch, "tmpfs", _MS_NOSUID | _MS_NODEV, f"size={scratch_bytes},nr_inodes={scratch_files},mode=700")
+    caps = f"size={scratch_bytes},nr_inodes={scratch_files}"
+    _own_dev(caps)
+    writable = (scratch, "/dev/shm")
+    if tmp_holds_nothing_it_reads():
+        # A /tmp of its own, for code that writes there (a tutorial's checkpoint, torch's caches),
+        # and, under it, the scratch's mount point where the scratch lies in the machine's /tmp.
+        _mount("tmp", "/tmp", "tmpfs", _MS_NOSUID | _MS_NODEV, f"{caps},mode=1777")
+        os.makedirs(scratch, mode=0o700, exist_ok=True)
+        writable += ("/tmp",)
+    _mount("scratch", scratch, "tmpfs", _MS_NOSUID | _MS_NODEV, f"{caps},mode=700")
     for path in (*hidden_paths, *MACHINE_SECRETS):
         if os.path.isdir(path):
             _mount("hidden", path, "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, "size=4k,mode=000")
         elif os.path.isfile(path):
             _mount(os.devnull, path, None, _MS_BIND)
+    return writable
+
+
+@functools.cache
+def tmp_holds_nothing_it_reads() -> bool:
+    """Whether nothing the student's process reads lies in /tmp: its Python, the folders it
+    imports from (a checkout or a virtual environment under /tmp, or linked from there). Then
+    a fresh tmpfs may cover the machine's /tmp, and whatever the grader keeps there with it."""
+    paths = {*landlock.readable_roots(), *(entry for entry in sys.path if os.path.isabs(entry))}  # not a path hook's name
+    return not any(_in_tmp(path) or _in_tmp(os.path.realpath(path)) for path in paths)
+
+
+def _in_tmp(path: str) -> bool:
+    return path == "/tmp" or path.startswith("/tmp/")
 
 
 def _own_dev(shm_caps: str) -> None:
@@ -170,13 +194,16 @@ def fork_init(wait_s: float = 2.0) -> int:
         os.close(own)
 
 
-def enter(scratch: str, scratch_bytes: int, scratch_files: int, hidden_paths: tuple[str, ...]) -> None:
+def enter(scratch: str, scratch_bytes: int, scratch_files: int, hidden_paths: tuple[str, ...]) -> tuple[str, ...]:
     """In the child of :func:`fork_init`: continue in new network, mount and IPC namespaces,
-    with a fresh tmpfs as ``scratch`` and as the working directory, and no capability."""
+    with a fresh tmpfs as ``scratch`` and as the working directory, and no capability. Returns
+    the directories it may write: ``scratch``, ``/dev/shm`` and, where nothing it reads is
+    there, ``/tmp``; each a tmpfs of its own, capped like ``scratch``."""
     _unshare(CLONE_NEWNET | CLONE_NEWNS | CLONE_NEWIPC)
-    _build_view(scratch, scratch_bytes, scratch_files, hidden_paths)
+    writable = _build_view(scratch, scratch_bytes, scratch_files, hidden_paths)
     drop_capabilities()
     os.chdir(scratch)  # the tmpfs, not the directory it covers
+    return writable
 
 
 @functools.cache
