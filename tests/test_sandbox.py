@@ -754,11 +754,52 @@ def test_namespaces_alone_hide_the_reference_and_make_the_filesystem_read_only(s
     planted = Path(tempfile.mkdtemp(dir="/var/tmp")) / "planted.txt"
     try:
         session = session_for(TRY_OPEN, layers=NAMESPACES_ONLY)
-        assert session.call("try_open", reference_file) == "PermissionError"  # a mount hides it
-        assert session.call("try_open", str(planted), "w") == "OSError" and not planted.exists()  # EROFS
+        # Its root holds only its Python and the system's folders: no checkout, no /var.
+        assert session.call("try_open", reference_file) == "FileNotFoundError"
+        assert session.call("try_open", str(planted), "w") == "FileNotFoundError" and not planted.exists()
+        assert session.call("try_open", "/etc/planted.txt", "w") == "OSError"  # EROFS
+        assert not Path("/etc/planted.txt").exists()
+        assert session.call("try_open", sys.executable) == "opened"  # its Python is all there
         assert session.call("try_open", "notes.txt", "w") == "opened"  # the scratch tmpfs
     finally:
         shutil.rmtree(planted.parent)
+
+
+UNIX_CONNECT = """
+import socket
+
+def connect(path):
+    try:
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.connect(path)
+            return 'connected'  # as root, to whatever serves there
+    except OSError as exc:
+        return type(exc).__name__
+"""
+
+
+@needs_namespaces
+def test_no_service_s_unix_socket_on_the_machine_can_be_reached(session_for):
+    # A service's socket (D-Bus, Docker, systemd in /run) would see the student's code as root;
+    # a read-only mount does not stop a connect. Listeners where services and the grader keep
+    # theirs (only the folders it may read, /etc and its Python's, still show their sockets):
+    checkout = reference.PACKAGE_DIR.parent
+    places = [Path(tempfile.mkdtemp(dir=folder)) for folder in ("/var/tmp", "/tmp", "/run", checkout)]
+    listeners = []
+    try:
+        for place in places:
+            listener = socket.socket(socket.AF_UNIX)
+            listener.bind(str(place / "service.sock"))
+            listener.listen()
+            listeners.append(listener)
+        session = session_for(UNIX_CONNECT)
+        for place in places:
+            assert session.call("connect", str(place / "service.sock")) == "FileNotFoundError", place
+    finally:
+        for listener in listeners:
+            listener.close()
+        for place in places:
+            shutil.rmtree(place)
 
 
 @needs_namespaces
@@ -930,9 +971,6 @@ def test_tmp_is_the_student_s_own_and_tempfile_follows_its_tmpdir(session_for):
     first = session_for(TMP, preload=("torch._dynamo",))
     second = session_for(TMP, preload=("torch._dynamo",))  # a classmate's, graded at the same time
     assert first.call("temporary") and second.call("temporary")
-    if not namespaces.tmp_holds_nothing_it_reads():  # its Python lives in /tmp: left as it is, read-only
-        assert first.call("write", "grader-leak", "secret") == "Read-only file system"
-        return
     assert first.call("write", "grader-leak", "secret") == "wrote"  # a tutorial's checkpoint, say
     assert first.call("read", "grader-leak") == "secret"
     assert second.call("read", "grader-leak") == "No such file or directory"

@@ -15,14 +15,17 @@
   process and whatever it started have ended: none outlives it (shared memory left on the
   machine) or reaches the next submission's process. POSIX shared memory and semaphores are
   files in ``/dev/shm``, which is the process's own below;
-- **mount**: a fresh ``/proc`` that lists only the namespace's processes (so neither the
-  grader's memory nor its environment is one path away); the whole filesystem read-only;
-  a size-capped tmpfs over its scratch directory, another as ``/dev/shm`` (where torch's
-  DataLoader workers and ``multiprocessing`` share tensors and semaphores) and another as
-  ``/tmp`` (unless its Python lives there), the only writable places (the disk cap), all gone
-  with the process; and an empty, unreadable tmpfs over each hidden path (the reference), whatever
-  else protects it. Nothing else is covered: the Python installation, wherever it lives
-  (a checkout under /tmp included), stays readable.
+- **mount**: a root of its own, built afresh: an empty tmpfs holding, read-only, only what
+  Landlock lets it read (its Python, wherever it lives, and the system's folders), so that
+  nothing else on the machine exists for it: not the grader's checkouts or the class's
+  folders, nor a service's unix socket in /run or /var (a read-only mount would not stop a
+  connect, and the service would see root); a fresh ``/proc`` that lists only the namespace's
+  processes (so neither the grader's memory nor its environment is one path away); its own
+  ``/dev``; a size-capped tmpfs over its scratch directory, another as ``/tmp`` (code that writes
+  there: a tutorial's checkpoint, torch's caches) and another as ``/dev/shm`` (where torch's
+  DataLoader workers and ``multiprocessing`` share tensors and semaphores), the only writable
+  places (the disk cap), all gone with the process; and an empty, unreadable tmpfs over each
+  hidden path (the reference) that lies inside what it may read, whatever else protects it.
 
 Then the process drops every capability: still uid 0 to the kernel (the Python
 installation may live in a directory only root can read), but unable to mount, unmount,
@@ -34,7 +37,6 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
-import sys
 import tempfile
 import time
 
@@ -44,6 +46,7 @@ CLONE_NEWNS, CLONE_NEWNET, CLONE_NEWPID, CLONE_NEWIPC = 0x00020000, 0x40000000, 
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REMOUNT, _MS_BIND = 1, 2, 4, 8, 32, 4096
 _MS_REC, _MS_PRIVATE = 1 << 14, 1 << 18
 _SYS_MOUNT_SETATTR, _AT_RECURSIVE, _MOUNT_ATTR_RDONLY = 442, 0x8000, 0x1
+_SYS_PIVOT_ROOT, _MNT_DETACH = 155, 2
 _PR_CAPBSET_DROP, _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 24, 47, 4
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
 DEVICES = ("null", "zero", "full", "random", "urandom")  # what a submission's code may open in /dev
@@ -90,69 +93,103 @@ def _read_only_root() -> None:
 
 
 def _build_view(scratch: str, scratch_bytes: int, scratch_files: int, hidden_paths: tuple[str, ...]) -> tuple[str, ...]:
-    """The student's filesystem; returns its writable directories. Runs in the first process
-    of the new PID namespace, so the fresh /proc shows that namespace."""
+    """The student's filesystem, a root of its own (see the module's docstring); returns its
+    writable directories. Runs in the first process of the new PID namespace, so the fresh
+    /proc shows that namespace."""
     _read_only_root()
+    caps = f"size={scratch_bytes},nr_inodes={scratch_files}"
+    new = scratch  # the new root's mount point, for now: a directory no process else uses
+    _mount("root", new, "tmpfs", _MS_NOSUID | _MS_NODEV, "size=1m,nr_inodes=4096,mode=755")
+    # Its own /tmp first: a Python or virtual environment under the machine's /tmp is bound into it.
+    os.mkdir(f"{new}/tmp")
+    _mount("tmp", f"{new}/tmp", "tmpfs", _MS_NOSUID | _MS_NODEV, f"{caps},mode=1777")
+    shown: list[str] = []
+    # Real folders first, parents before children, then those reached through a link.
+    roots = [path for path in landlock.readable_roots() if path not in ("/proc", "/dev")]  # its own, below
+    for path in sorted(roots, key=lambda path: (os.path.realpath(path) != path, path.count("/"), path)):
+        _show(new, path, shown)
     # Read-only: the kernel's settings under /proc/sys check only their files' modes, which
     # give root's uid 0 write access without any capability (a core_pattern that pipes to a
     # program of the student's would run it as root, outside every namespace).
-    _mount("proc", "/proc", "proc", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
-    caps = f"size={scratch_bytes},nr_inodes={scratch_files}"
-    _own_dev(caps)
-    writable = (scratch, "/dev/shm")
-    if tmp_holds_nothing_it_reads():
-        # A /tmp of its own, for code that writes there (a tutorial's checkpoint, torch's caches),
-        # and, under it, the scratch's mount point where the scratch lies in the machine's /tmp.
-        _mount("tmp", "/tmp", "tmpfs", _MS_NOSUID | _MS_NODEV, f"{caps},mode=1777")
-        os.makedirs(scratch, mode=0o700, exist_ok=True)
-        writable += ("/tmp",)
+    os.mkdir(f"{new}/proc")
+    _mount("proc", f"{new}/proc", "proc", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+    _own_dev(new, caps)
+    _enter_root(new)
+    # From here on, paths are the new root's (a link there leads where it leads for the student).
+    os.makedirs(scratch, mode=0o700, exist_ok=True)
     _mount("scratch", scratch, "tmpfs", _MS_NOSUID | _MS_NODEV, f"{caps},mode=700")
-    for path in (*hidden_paths, *MACHINE_SECRETS):
+    for path in (*hidden_paths, *MACHINE_SECRETS):  # where one lies inside what it may read
         if os.path.isdir(path):
             _mount("hidden", path, "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, "size=4k,mode=000")
         elif os.path.isfile(path):
             _mount(os.devnull, path, None, _MS_BIND)
-    return writable
+    _set_read_only("/", recursive=False)  # the new root itself; the mounts on it keep their own modes
+    return scratch, "/tmp", "/dev/shm"
 
 
-@functools.cache
-def tmp_holds_nothing_it_reads() -> bool:
-    """Whether nothing the student's process reads lies in /tmp: its Python, the folders it
-    imports from (a checkout or a virtual environment under /tmp, or linked from there). Then
-    a fresh tmpfs may cover the machine's /tmp, and whatever the grader keeps there with it."""
-    paths = {*landlock.readable_roots(), *(entry for entry in sys.path if os.path.isabs(entry))}  # not a path hook's name
-    return not any(_in_tmp(path) or _in_tmp(os.path.realpath(path)) for path in paths)
+def _show(new: str, path: str, shown: list[str], depth: int = 0) -> None:
+    """Make ``path`` resolve under ``new`` as it does on the machine: each symbolic link on the
+    way copied as a link (merged /usr's /lib, a virtual environment linked from elsewhere), the
+    directory it reaches bound read-only, with everything beneath it."""
+    if depth > 40 or any(path == done or path.startswith(done.rstrip("/") + "/") for done in shown):
+        return
+    parts = path.strip("/").split("/")
+    for index in range(1, len(parts) + 1):
+        prefix = "/" + "/".join(parts[:index])
+        if os.path.islink(prefix):
+            link = os.readlink(prefix)
+            os.makedirs(os.path.dirname(f"{new}{prefix}"), exist_ok=True)
+            if not os.path.lexists(f"{new}{prefix}"):
+                os.symlink(link, f"{new}{prefix}")
+            target = os.path.normpath(os.path.join(os.path.dirname(prefix), link, *parts[index:]))
+            _show(new, target, shown, depth + 1)
+            return
+    if not os.path.isdir(path):
+        return
+    os.makedirs(f"{new}{path}", exist_ok=True)
+    _mount(path, f"{new}{path}", None, _MS_BIND | _MS_REC)
+    _set_read_only(f"{new}{path}", recursive=True)
+    shown.append(path)
 
 
-def _in_tmp(path: str) -> bool:
-    return path == "/tmp" or path.startswith("/tmp/")
+def _enter_root(new: str) -> None:
+    """Make ``new`` this process's root, and the machine's root unreachable."""
+    os.chdir(new)
+    _check(_libc().syscall(_SYS_PIVOT_ROOT, b".", b"."), "pivot_root")  # the old root now lies beneath "."
+    _check(_libc().umount2(b".", _MNT_DETACH), "umount the machine's root")
+    os.chdir("/")
 
 
-def _own_dev(shm_caps: str) -> None:
-    """A /dev of the student's own: the devices code opens, a GPU's where the machine has one,
-    an empty ``/dev/shm`` capped by ``shm_caps`` (a tmpfs's size and nr_inodes), and nothing else. The machine's /dev holds its disks, whose owner's permissions let uid 0
+def _set_read_only(path: str, recursive: bool) -> None:
+    attr = _MountAttr(attr_set=_MOUNT_ATTR_RDONLY)
+    _check(_libc().syscall(_SYS_MOUNT_SETATTR, -100, path.encode(), _AT_RECURSIVE if recursive else 0,
+                           ctypes.byref(attr), ctypes.sizeof(attr)), f"mount_setattr {path}")
+
+
+def _own_dev(new: str, shm_caps: str) -> None:
+    """A /dev of the student's own, under the new root ``new``: the devices code opens, a GPU's
+    where the machine has one, an empty ``/dev/shm`` capped by ``shm_caps`` (a tmpfs's size and
+    nr_inodes), and nothing else. The machine's /dev holds its disks, whose owner's permissions let uid 0
     read them without any capability (every file on them, the reference's included, past
     every mount that covers one), and devices whose ioctls reach far into the kernel (KVM,
     loop devices, userfaultfd) or that all processes share (ptys: a submission opened every one)."""
-    machine = os.open("/dev", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)  # still reachable once covered
-    try:
-        kept = [name for name in os.listdir("/dev") if name in DEVICES or name.startswith(GPU_DEVICES)]
-        _mount("dev", "/dev", "tmpfs", _MS_NOSUID | _MS_NOEXEC, "size=64k,nr_inodes=256,mode=755")
-        for name in kept:
-            source, target = f"/proc/self/fd/{machine}/{name}", f"/dev/{name}"
-            if os.path.isdir(source):
-                os.mkdir(target)
-            else:
-                open(target, "x").close()  # where the device is bound
-            _mount(source, target, None, _MS_BIND | _MS_REC)
-        for number, name in enumerate(("stdin", "stdout", "stderr")):
-            os.symlink(f"/proc/self/fd/{number}", f"/dev/{name}")
-        os.symlink("/proc/self/fd", "/dev/fd")
-        os.mkdir("/dev/shm")  # POSIX shared memory, this process's alone: its mount namespace's
-        _mount("shm", "/dev/shm", "tmpfs", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, f"{shm_caps},mode=1777")
-        _mount("dev", "/dev", None, _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NOEXEC)
-    finally:
-        os.close(machine)
+    dev = f"{new}/dev"
+    kept = [name for name in os.listdir("/dev") if name in DEVICES or name.startswith(GPU_DEVICES)]
+    os.mkdir(dev)
+    _mount("dev", dev, "tmpfs", _MS_NOSUID | _MS_NOEXEC, "size=64k,nr_inodes=256,mode=755")
+    for name in kept:
+        source, target = f"/dev/{name}", f"{dev}/{name}"
+        if os.path.isdir(source):
+            os.mkdir(target)
+        else:
+            open(target, "x").close()  # where the device is bound
+        _mount(source, target, None, _MS_BIND | _MS_REC)
+    for number, name in enumerate(("stdin", "stdout", "stderr")):
+        os.symlink(f"/proc/self/fd/{number}", f"{dev}/{name}")
+    os.symlink("/proc/self/fd", f"{dev}/fd")
+    os.mkdir(f"{dev}/shm")  # POSIX shared memory, this process's alone: its mount namespace's
+    _mount("shm", f"{dev}/shm", "tmpfs", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, f"{shm_caps},mode=1777")
+    _mount("dev", dev, None, _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NOEXEC)
 
 
 def drop_capabilities() -> None:
@@ -197,8 +234,8 @@ def fork_init(wait_s: float = 2.0) -> int:
 def enter(scratch: str, scratch_bytes: int, scratch_files: int, hidden_paths: tuple[str, ...]) -> tuple[str, ...]:
     """In the child of :func:`fork_init`: continue in new network, mount and IPC namespaces,
     with a fresh tmpfs as ``scratch`` and as the working directory, and no capability. Returns
-    the directories it may write: ``scratch``, ``/dev/shm`` and, where nothing it reads is
-    there, ``/tmp``; each a tmpfs of its own, capped like ``scratch``."""
+    the directories it may write: ``scratch``, ``/tmp`` and ``/dev/shm``, each a tmpfs of its
+    own, capped alike."""
     _unshare(CLONE_NEWNET | CLONE_NEWNS | CLONE_NEWIPC)
     writable = _build_view(scratch, scratch_bytes, scratch_files, hidden_paths)
     drop_capabilities()
