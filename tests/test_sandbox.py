@@ -765,6 +765,67 @@ def test_namespaces_alone_hide_the_reference_and_make_the_filesystem_read_only(s
         shutil.rmtree(planted.parent)
 
 
+IDENTITY = """
+import getpass, os, socket
+
+def identity():
+    return os.getuid(), os.getgid(), os.getgroups(), getpass.getuser()
+
+def try_read(path):
+    try:
+        return open(path).read()
+    except OSError as exc:
+        return type(exc).__name__
+
+held = []
+
+def hold_in_flight():
+    # Descriptors sent and never received count against the sender's uid's budget, up to its
+    # RLIMIT_NOFILE (256): spend all of it.
+    ours, theirs = socket.socketpair()
+    held.append((ours, theirs))
+    sent = 0
+    while True:
+        try:
+            socket.send_fds(ours, [b'x'], [ours.fileno()] * 64)
+        except OSError as exc:
+            return sent, os.strerror(exc.errno)
+        sent += 64
+
+def pass_a_descriptor():
+    ours, theirs = socket.socketpair()
+    try:
+        socket.send_fds(ours, [b'x'], [ours.fileno()])
+        return 'passed'
+    except OSError as exc:
+        return os.strerror(exc.errno)
+    finally:
+        ours.close()
+        theirs.close()
+"""
+
+
+@needs_namespaces
+def test_the_student_s_process_is_a_user_of_its_own_not_root(session_for):
+    secret = Path(tempfile.mkdtemp(dir="/etc")) / "key.pem"  # a key only root may read, as TLS keeps one
+    secret.write_text("PRIVATE")
+    secret.chmod(0o600)
+    try:
+        first, second = session_for(IDENTITY), session_for(IDENTITY)  # graded at the same time
+        uid, gid, groups, user = first.call("identity")
+        assert uid != 0 and gid == uid and groups == [] and user == "student"
+        assert second.call("identity")[0] not in (0, uid)
+        assert first.call("try_read", str(secret)) == "PermissionError"
+        assert first.call("try_read", "/etc/passwd").startswith("root:")  # what every user may read
+        # The kernel's budget of descriptors in flight is per user: one submission's cannot be spent
+        # for another's (torch's DataLoader workers pass their batches that way).
+        assert first.call("hold_in_flight") == (320, "Too many references: cannot splice")
+        assert first.call("pass_a_descriptor") != "passed"
+        assert second.call("pass_a_descriptor") == "passed"
+    finally:
+        shutil.rmtree(secret.parent)
+
+
 UNIX_CONNECT = """
 import socket
 
@@ -1504,3 +1565,24 @@ def test_answers_written_over_what_a_process_printed_before_them_stay_out_of_the
     session.call("rewrite", "def split_heads(x, h)")
     session.close()
     assert "." * 64 in session.output() and "split_heads" not in session.output()
+
+
+def test_a_checkout_the_student_s_process_may_read_is_hidden_but_for_what_it_runs_on(tmp_path, monkeypatch):
+    # A checkout inside a folder its process may read (under /usr, say; or graded from its
+    # root): hiding it whole would hide the virtual environment the process runs on, so each
+    # other entry is hidden: the .git and tests that hold the suite's text, other classes' folders.
+    from grader.sandbox import workspace
+
+    checkout = tmp_path / "grader-checkout"
+    for folder in (".venv/lib/site-packages", ".git/objects", "tests", "reference", "section-a/bob"):
+        (checkout / folder).mkdir(parents=True)
+    (checkout / "pyproject.toml").write_text("")
+    (checkout / "elsewhere").symlink_to("/usr")  # an empty mount over a link would cover /usr
+    monkeypatch.setattr(landlock, "readable_roots", lambda: ["/usr", str(checkout / ".venv/lib/site-packages")])
+    workspace._holds_python_or_grader.cache_clear()
+    try:
+        assert workspace._coverable(str(checkout), tmp_path / "scratch") == [
+            str(checkout / name) for name in (".git", "pyproject.toml", "reference", "section-a", "tests")]
+        assert workspace._coverable(str(checkout / "section-a"), tmp_path / "scratch") == [str(checkout / "section-a")]
+    finally:
+        workspace._holds_python_or_grader.cache_clear()

@@ -134,7 +134,9 @@ def start_grading(assignment: Assignment | str | Path, submission: str | Path | 
         error = str(exc)
     layers = isolation.layers() if program else []
     fingerprint = replace(settled or Fingerprint.of(assignment, options), submission=sha256)
-    hidden = (reference_dir(), *(private if private is not None else (path.resolve().parent,)))
+    # The checkout that holds the reference too: its .git and tests hold the suite's text.
+    checkout = [reference_dir().parent] if (reference_dir().parent / "pyproject.toml").is_file() else []
+    hidden = (reference_dir(), *checkout, *(private if private is not None else (path.resolve().parent,)))
     run = _start_suite(assignment, program, options.limits, device, isolation, options.total_timeout_s,
                        tuple(str(Path(folder).resolve()) for folder in hidden))  # the child's cwd is its scratch
     return PendingGrade(assignment, str(submission if submission is not None else path), sha256,

@@ -123,10 +123,14 @@ def _confine(limits: Limits, scratch: Path, device: str, hidden_paths: tuple[str
         # From here on: no network, no other processes in sight, a read-only filesystem with
         # size-capped tmpfs to write in, no capabilities. Whatever the student starts dies with this process.
         writable = namespaces.enter(str(scratch), limits.scratch_bytes, limits.scratch_files, hidden_paths)
+        die_with_parent()  # again: its change of uid cleared it
     if device.startswith("cuda"):
         _open_cuda(device, limits)
     env = {key: os.environ[key] for key in _KEPT_ENV if key in os.environ}
-    env.update(HOME=str(scratch), TMPDIR=str(scratch), MPLBACKEND="Agg", OMP_NUM_THREADS=str(limits.threads))
+    # USER and LOGNAME: with namespaces its uid is nobody's in /etc/passwd, which getpass.getuser()
+    # (torch's caches are named after it) would otherwise look up.
+    env.update(HOME=str(scratch), TMPDIR=str(scratch), USER="student", LOGNAME="student", MPLBACKEND="Agg",
+               OMP_NUM_THREADS=str(limits.threads))
     _replace_environment(env)
     tempfile.tempdir = None  # the server's imports cached /tmp (torch._dynamo's): TMPDIR decides again
     if isolation.landlock:

@@ -1,8 +1,8 @@
 """Landlock (Linux >= 5.13): what the student's process may open, from inside the process.
 
 The child may read (and execute) the Python installation and the system directories,
-and read and write only its scratch directory (and its own ``/dev/shm`` where the namespaces
-give it one); everything else, the grader's checkout
+and read and write only its scratch directory (and its own ``/tmp`` and ``/dev/shm`` where
+the namespaces give it them); everything else, the grader's checkout
 with the reference and the hidden suites included, cannot be opened. Descriptors
 already open (its socket, stdout) keep working. Applied after fork and before the first
 cell; it cannot be undone by the process. Without kernel support the child runs without

@@ -27,9 +27,11 @@
   places (the disk cap), all gone with the process; and an empty, unreadable tmpfs over each
   hidden path (the reference) that lies inside what it may read, whatever else protects it.
 
-Then the process drops every capability: still uid 0 to the kernel (the Python
-installation may live in a directory only root can read), but unable to mount, unmount,
-trace, or override file permissions. Needs root; :func:`namespaces_available` probes once.
+Then the process drops every capability and becomes a uid of its own, no user of the
+machine's: unable to mount, unmount, trace or override file permissions, it reads only what
+every user may (its Python's folders are reached through its root's own, open ones), and a
+service that trusts its callers' uid sees nobody. Needs root; :func:`namespaces_available`
+probes once.
 """
 
 from __future__ import annotations
@@ -47,7 +49,9 @@ _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REMOUNT, _MS_BIND = 1, 2, 4, 
 _MS_REC, _MS_PRIVATE = 1 << 14, 1 << 18
 _SYS_MOUNT_SETATTR, _AT_RECURSIVE, _MOUNT_ATTR_RDONLY = 442, 0x8000, 0x1
 _SYS_PIVOT_ROOT, _MNT_DETACH = 155, 2
-_PR_CAPBSET_DROP, _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 24, 47, 4
+_PR_CAPBSET_DROP, _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, _PR_SET_DUMPABLE = 24, 47, 4, 4
+STUDENT_UID_BASE = 1 << 24  # above any uid a machine gives its users; plus a pid (< 2**22)
+NOBODY = 65534
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
 DEVICES = ("null", "zero", "full", "random", "urandom")  # what a submission's code may open in /dev
 GPU_DEVICES = ("nvidia", "dri", "kfd")  # CUDA: nvidiactl, nvidia0, nvidia-uvm, nvidia-caps/...; ROCm: kfd, dri/
@@ -92,12 +96,13 @@ def _read_only_root() -> None:
                            ctypes.sizeof(attr)), "mount_setattr /")
 
 
-def _build_view(scratch: str, scratch_bytes: int, scratch_files: int, hidden_paths: tuple[str, ...]) -> tuple[str, ...]:
-    """The student's filesystem, a root of its own (see the module's docstring); returns its
-    writable directories. Runs in the first process of the new PID namespace, so the fresh
-    /proc shows that namespace."""
+def _build_view(scratch: str, scratch_bytes: int, scratch_files: int, hidden_paths: tuple[str, ...],
+                owner: int) -> tuple[str, ...]:
+    """The student's filesystem, a root of its own (see the module's docstring), its writable
+    places ``owner``'s; returns them. Runs in the first process of the new PID namespace, so
+    the fresh /proc shows that namespace."""
     _read_only_root()
-    caps = f"size={scratch_bytes},nr_inodes={scratch_files}"
+    caps = f"size={scratch_bytes},nr_inodes={scratch_files},uid={owner},gid={owner}"
     new = scratch  # the new root's mount point, for now: a directory no process else uses
     _mount("root", new, "tmpfs", _MS_NOSUID | _MS_NODEV, "size=1m,nr_inodes=4096,mode=755")
     # Its own /tmp first: a Python or virtual environment under the machine's /tmp is bound into it.
@@ -192,13 +197,33 @@ def _own_dev(new: str, shm_caps: str) -> None:
     _mount("dev", dev, None, _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NOEXEC)
 
 
-def drop_capabilities() -> None:
-    """No capability left, now or after an exec (the bounding set is emptied too)."""
+def student_uid() -> int:
+    """A uid (and gid) of the student's process's own, from its pid on the machine: no file is
+    its, so only what every user may read stays readable (not a key only root may read), a
+    service that trusts its callers' uid sees nobody, and the kernel's budgets per user (pipe
+    buffers, descriptors in flight, epoll watches) are its alone. Read before its /proc replaces
+    the machine's."""
+    return STUDENT_UID_BASE + int(os.readlink("/proc/self"))
+
+
+def drop_privileges(uid: int) -> None:
+    """No capability left, now or after an exec (the bounding set is emptied too), and ``uid``
+    as every uid and gid; or, where this user namespace does not map it, ``nobody``'s."""
     libc = _libc()
     last = int(open("/proc/sys/kernel/cap_last_cap").read())
     for cap in range(last + 1):
         _check(libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0), "PR_CAPBSET_DROP")
     _check(libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "PR_CAP_AMBIENT")
+    os.setgroups([])
+    try:
+        os.setresgid(uid, uid, uid)
+        os.setresuid(uid, uid, uid)  # which also empties the permitted and effective capabilities
+    except OSError:  # EINVAL: outside the uids mapped here (a rootless container)
+        os.setresgid(NOBODY, NOBODY, NOBODY)
+        os.setresuid(NOBODY, NOBODY, NOBODY)
+    # A process whose uid changed is no longer dumpable, which gives its /proc/self to root:
+    # its own descriptors (/proc/self/fd, /dev/stdin) would be out of its reach.
+    _check(libc.prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0), "PR_SET_DUMPABLE")
     header = (ctypes.c_uint32 * 2)(_LINUX_CAPABILITY_VERSION_3, 0)
     data = (ctypes.c_uint32 * 6)()  # effective, permitted, inheritable; two 32-bit words each
     _check(libc.capset(header, data), "capset")
@@ -233,12 +258,14 @@ def fork_init(wait_s: float = 2.0) -> int:
 
 def enter(scratch: str, scratch_bytes: int, scratch_files: int, hidden_paths: tuple[str, ...]) -> tuple[str, ...]:
     """In the child of :func:`fork_init`: continue in new network, mount and IPC namespaces,
-    with a fresh tmpfs as ``scratch`` and as the working directory, and no capability. Returns
+    with a fresh tmpfs as ``scratch`` and as the working directory, no capability, and a uid
+    of its own (:func:`student_uid`). Returns
     the directories it may write: ``scratch``, ``/tmp`` and ``/dev/shm``, each a tmpfs of its
     own, capped alike."""
     _unshare(CLONE_NEWNET | CLONE_NEWNS | CLONE_NEWIPC)
-    writable = _build_view(scratch, scratch_bytes, scratch_files, hidden_paths)
-    drop_capabilities()
+    uid = student_uid()
+    writable = _build_view(scratch, scratch_bytes, scratch_files, hidden_paths, uid)
+    drop_privileges(uid)
     os.chdir(scratch)  # the tmpfs, not the directory it covers
     return writable
 

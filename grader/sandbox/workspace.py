@@ -50,7 +50,7 @@ class Workspace:
                 control = ZygoteServer.shared().connect(preload)
             except ZygoteUnavailable:  # it died since it was last used: shared() starts another
                 control = ZygoteServer.shared().connect(preload)
-            hidden_paths = tuple(path for path in hidden_paths if not _holds_what_children_run_on(path, scratch_root))
+            hidden_paths = tuple(part for path in hidden_paths for part in _coverable(path, scratch_root))
             config = ZygoteConfig(limits, device, str(scratch_root), hidden_paths, isolation,
                                   tuple(map(str, cgroup.directories)) if cgroup else ())
             try:
@@ -80,18 +80,30 @@ class Workspace:
         shutil.rmtree(self.scratch_root, ignore_errors=True)
 
 
+def _coverable(folder: str, scratch_root: Path) -> list[str]:
+    """What to hide of ``folder``: itself, or, where that would hide what the student's process
+    runs on, each of its entries that does not (a checkout graded from its root, or lying in a
+    folder the process may read: its .git, tests and class folders, not its virtual
+    environment). Links are left alone: an empty mount over one would cover where it leads."""
+    if not _holds_what_children_run_on(folder, scratch_root):
+        return [folder]
+    try:
+        entries = [entry for entry in os.scandir(folder) if not entry.is_symlink()]
+    except OSError:
+        return []
+    return sorted(entry.path for entry in entries if not _holds_what_children_run_on(entry.path, scratch_root))
+
+
 def _holds_what_children_run_on(folder: str, scratch_root: Path) -> bool:
     """Whether hiding ``folder`` from a student's process (an empty mount over it, its paths out
     of ``sys.path``) would hide what that process runs on: its scratch, what it reads of the
-    system and the Python installation, or this grader's code. A class's folder may hold them
-    all (a checkout graded from its root); it then stays visible, and Landlock is what keeps it
-    unread."""
+    system and the Python installation, or this grader's code."""
     return landlock.covers([folder], str(scratch_root)) or _holds_python_or_grader(folder)
 
 
 @functools.cache  # asked for every submission of a batch, about the same few folders
 def _holds_python_or_grader(folder: str) -> bool:
-    needed = (*landlock.readable_roots(), str(Path(__file__).resolve().parents[2]))
+    needed = (*landlock.readable_roots(), str(Path(__file__).resolve().parents[1]))  # the grader package
     return any(landlock.covers([folder], path) for path in needed)
 
 
