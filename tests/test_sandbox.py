@@ -769,7 +769,9 @@ IDENTITY = """
 import getpass, os, socket
 
 def identity():
-    return os.getuid(), os.getgid(), os.getgroups(), getpass.getuser()
+    import grp, pwd
+    return (os.getuid(), os.getgid(), os.getgroups(), getpass.getuser(), pwd.getpwuid(os.getuid()).pw_name,
+            grp.getgrgid(os.getgid()).gr_name, pwd.getpwuid(os.getuid()).pw_dir == os.getcwd())
 
 def try_read(path):
     try:
@@ -812,8 +814,8 @@ def test_the_student_s_process_is_a_user_of_its_own_not_root(session_for):
     secret.chmod(0o600)
     try:
         first, second = session_for(IDENTITY), session_for(IDENTITY)  # graded at the same time
-        uid, gid, groups, user = first.call("identity")
-        assert uid != 0 and gid == uid and groups == [] and user == "student"
+        uid, gid, groups, *names = first.call("identity")
+        assert uid != 0 and gid == uid and groups == [] and names == ["student", "student", "student", True]
         assert second.call("identity")[0] not in (0, uid)
         assert first.call("try_read", str(secret)) == "PermissionError"
         assert first.call("try_read", "/etc/passwd").startswith("root:")  # what every user may read

@@ -119,6 +119,7 @@ def _build_view(scratch: str, scratch_bytes: int, scratch_files: int, hidden_pat
     os.mkdir(f"{new}/proc")
     _mount("proc", f"{new}/proc", "proc", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
     _own_dev(new, caps)
+    _name_the_user(new, owner, scratch)
     _enter_root(new)
     # From here on, paths are the new root's (a link there leads where it leads for the student).
     os.makedirs(scratch, mode=0o700, exist_ok=True)
@@ -155,6 +156,23 @@ def _show(new: str, path: str, shown: list[str], depth: int = 0) -> None:
     _mount(path, f"{new}{path}", None, _MS_BIND | _MS_REC)
     _set_read_only(f"{new}{path}", recursive=True)
     shown.append(path)
+
+
+def _name_the_user(new: str, owner: int, home: str) -> None:
+    """The machine's /etc/passwd and /etc/group with ``owner`` in them as ``student``, so that
+    code that looks its user up (``pwd.getpwuid(os.getuid())``, ``whoami``) finds one."""
+    for name, entry in (("passwd", f"student:x:{owner}:{owner}:student:{home}:/bin/sh\n"),
+                        ("group", f"student:x:{owner}:\n")):
+        if not os.path.isfile(f"{new}/etc/{name}"):
+            continue
+        with open(f"/etc/{name}") as machine:
+            text = machine.read()
+        source = f"{new}/{name}"
+        with open(source, "w") as file:
+            file.write(text if text.endswith("\n") or not text else text + "\n")
+            file.write(entry)
+        _mount(source, f"{new}/etc/{name}", None, _MS_BIND)
+        os.unlink(source)  # the mount keeps it
 
 
 def _enter_root(new: str) -> None:
