@@ -381,30 +381,30 @@ HELPERS = """
 import os, time
 read_end, write_end = os.pipe()
 helpers = []
-for _ in range(6):
+for index in range(6):
     pid = os.fork()
     if pid == 0:
         try:
             held = b'x' * (600 * 2**20)  # every page written: resident
-            os.write(write_end, b'+')
+            os.write(write_end, bytes([index]))  # which helper holds its 600 MiB now
             time.sleep(60)
         finally:
             os._exit(0)
     helpers.append(pid)
 os.close(write_end)
 os.set_blocking(read_end, False)
-dead, deadline = set(), time.monotonic() + 10
-while len(dead) < len(helpers) and time.monotonic() < deadline:
+holding, dead, deadline = set(), set(), time.monotonic() + 10
+while len(holding | dead) < len(helpers) and time.monotonic() < deadline:
     time.sleep(0.1)
-    dead |= {pid for pid in helpers if pid not in dead and os.waitpid(pid, os.WNOHANG)[0]}
+    dead |= {index for index, pid in enumerate(helpers) if index not in dead and os.waitpid(pid, os.WNOHANG)[0]}
     try:
-        if len(os.read(read_end, 6)) + len(dead) >= len(helpers):
-            break
+        holding |= set(os.read(read_end, 64))
     except BlockingIOError:
         pass
 time.sleep(0.5)
-dead |= {pid for pid in helpers if pid not in dead and os.waitpid(pid, os.WNOHANG)[0]}
-print('holding 600 MiB at once:', len(helpers) - len(dead))
+dead |= {index for index, pid in enumerate(helpers) if index not in dead and os.waitpid(pid, os.WNOHANG)[0]}
+# Alive and past their allocation: one still allocating (the kernel about to end one) holds less.
+print('holding 600 MiB at once:', len(holding - dead))
 """
 
 
