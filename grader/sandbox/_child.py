@@ -127,8 +127,8 @@ def _confine(limits: Limits, scratch: Path, device: str, hidden_paths: tuple[str
     if device.startswith("cuda"):
         _open_cuda(device, limits)
     env = {key: os.environ[key] for key in _KEPT_ENV if key in os.environ}
-    # USER and LOGNAME: with namespaces its uid is nobody's in /etc/passwd, which getpass.getuser()
-    # (torch's caches are named after it) would otherwise look up.
+    # USER and LOGNAME, which getpass.getuser() reads first (torch names its caches after it): the
+    # student, as its own /etc/passwd says with namespaces, never the grader's user.
     env.update(HOME=str(scratch), TMPDIR=str(scratch), USER="student", LOGNAME="student", MPLBACKEND="Agg",
                OMP_NUM_THREADS=str(limits.threads))
     _replace_environment(env)
