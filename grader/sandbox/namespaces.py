@@ -163,16 +163,19 @@ def _name_the_user(new: str, owner: int, home: str) -> None:
     code that looks its user up (``pwd.getpwuid(os.getuid())``, ``whoami``) finds one."""
     for name, entry in (("passwd", f"student:x:{owner}:{owner}:student:{home}:/bin/sh\n"),
                         ("group", f"student:x:{owner}:\n")):
-        if not os.path.isfile(f"{new}/etc/{name}"):
-            continue
-        with open(f"/etc/{name}") as machine:
-            text = machine.read()
         source = f"{new}/{name}"
-        with open(source, "w") as file:
-            file.write(text if text.endswith("\n") or not text else text + "\n")
-            file.write(entry)
-        _mount(source, f"{new}/etc/{name}", None, _MS_BIND)
-        os.unlink(source)  # the mount keeps it
+        try:
+            with open(f"/etc/{name}") as machine:
+                text = machine.read()
+            with open(source, "w") as file:
+                file.write(text if text.endswith("\n") or not text else text + "\n")
+                file.write(entry)
+            _mount(source, f"{new}/etc/{name}", None, _MS_BIND)
+        except OSError:
+            pass  # no such file here, or one too large for the root's tmpfs: a user without a name
+        finally:
+            if os.path.lexists(source):
+                os.unlink(source)  # a mount keeps it
 
 
 def _enter_root(new: str) -> None:
@@ -224,15 +227,25 @@ def student_uid() -> int:
     return STUDENT_UID_BASE + int(os.readlink("/proc/self"))
 
 
-def drop_privileges(uid: int) -> None:
-    """No capability left, now or after an exec (the bounding set is emptied too), and ``uid``
-    as every uid and gid; or, where this user namespace does not map it, ``nobody``'s."""
+def gpu_groups() -> list[int]:
+    """The groups, root's aside, that own the machine's GPU devices (``render`` and ``video``
+    where ROCm's and some CUDA installs open them only to those): the student's process keeps
+    them, so it can still use the GPU it is graded on. Read before its /dev replaces the machine's."""
+    paths = [f"/dev/{name}" for name in os.listdir("/dev") if name.startswith(GPU_DEVICES)]
+    paths += [os.path.join(path, name) for path in paths if os.path.isdir(path) for name in os.listdir(path)]
+    return sorted({os.stat(path).st_gid for path in paths if os.path.exists(path)} - {0})
+
+
+def drop_privileges(uid: int, groups: list[int]) -> None:
+    """No capability left, now or after an exec (the bounding set is emptied too), ``uid`` as
+    every uid and gid (or, where this user namespace does not map it, ``nobody``'s), and only
+    ``groups`` besides."""
     libc = _libc()
     last = int(open("/proc/sys/kernel/cap_last_cap").read())
     for cap in range(last + 1):
         _check(libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0), "PR_CAPBSET_DROP")
     _check(libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "PR_CAP_AMBIENT")
-    os.setgroups([])
+    os.setgroups(groups)
     try:
         os.setresgid(uid, uid, uid)
         os.setresuid(uid, uid, uid)  # which also empties the permitted and effective capabilities
@@ -281,9 +294,9 @@ def enter(scratch: str, scratch_bytes: int, scratch_files: int, hidden_paths: tu
     the directories it may write: ``scratch``, ``/tmp`` and ``/dev/shm``, each a tmpfs of its
     own, capped alike."""
     _unshare(CLONE_NEWNET | CLONE_NEWNS | CLONE_NEWIPC)
-    uid = student_uid()
+    uid, groups = student_uid(), gpu_groups()
     writable = _build_view(scratch, scratch_bytes, scratch_files, hidden_paths, uid)
-    drop_privileges(uid)
+    drop_privileges(uid, groups)
     os.chdir(scratch)  # the tmpfs, not the directory it covers
     return writable
 
