@@ -1589,3 +1589,17 @@ def test_a_checkout_the_student_s_process_may_read_is_hidden_but_for_what_it_run
         assert workspace._coverable(str(checkout / "section-a"), tmp_path / "scratch") == [str(checkout / "section-a")]
     finally:
         workspace._holds_python_or_grader.cache_clear()
+
+
+def test_the_student_s_uid_is_nobody_s_where_the_user_namespace_maps_no_such_uid(monkeypatch):
+    # A rootless container maps 65,536 uids: 2**24 + pid is not among them, and setresuid would fail.
+    import builtins
+    import io
+
+    real_open = builtins.open
+    maps = {"/proc/self/uid_map": "0 1000 1\n1 100000 65536\n", "/proc/self/gid_map": "0 1000 1\n1 100000 65536\n"}
+    monkeypatch.setattr(builtins, "open", lambda path, *a, **k: io.StringIO(maps[path]) if path in maps
+                        else real_open(path, *a, **k))
+    assert namespaces.student_uid() == namespaces.NOBODY
+    maps["/proc/self/uid_map"] = maps["/proc/self/gid_map"] = "0 0 4294967295\n"  # the machine's own
+    assert namespaces.student_uid() == namespaces.STUDENT_UID_BASE + os.getpid()

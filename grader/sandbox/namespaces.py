@@ -222,9 +222,13 @@ def student_uid() -> int:
     """A uid (and gid) of the student's process's own, from its pid on the machine: no file is
     its, so only what every user may read stays readable (not a key only root may read), a
     service that trusts its callers' uid sees nobody, and the kernel's budgets per user (pipe
-    buffers, descriptors in flight, epoll watches) are its alone. Read before its /proc replaces
-    the machine's."""
-    return STUDENT_UID_BASE + int(os.readlink("/proc/self"))
+    buffers, descriptors in flight, epoll watches) are its alone. ``nobody`` where this user
+    namespace maps no such uid (a rootless container). Read before its /proc replaces the machine's."""
+    uid = STUDENT_UID_BASE + int(os.readlink("/proc/self"))
+    with open("/proc/self/uid_map") as ranges, open("/proc/self/gid_map") as group_ranges:
+        mapped = [[(int(start), int(count)) for start, _, count in (line.split() for line in lines)]
+                  for lines in (ranges, group_ranges)]
+    return uid if all(any(start <= uid < start + count for start, count in each) for each in mapped) else NOBODY
 
 
 def gpu_groups() -> list[int]:
@@ -238,20 +242,15 @@ def gpu_groups() -> list[int]:
 
 def drop_privileges(uid: int, groups: list[int]) -> None:
     """No capability left, now or after an exec (the bounding set is emptied too), ``uid`` as
-    every uid and gid (or, where this user namespace does not map it, ``nobody``'s), and only
-    ``groups`` besides."""
+    every uid and gid, and only ``groups`` besides."""
     libc = _libc()
     last = int(open("/proc/sys/kernel/cap_last_cap").read())
     for cap in range(last + 1):
         _check(libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0), "PR_CAPBSET_DROP")
     _check(libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "PR_CAP_AMBIENT")
     os.setgroups(groups)
-    try:
-        os.setresgid(uid, uid, uid)
-        os.setresuid(uid, uid, uid)  # which also empties the permitted and effective capabilities
-    except OSError:  # EINVAL: outside the uids mapped here (a rootless container)
-        os.setresgid(NOBODY, NOBODY, NOBODY)
-        os.setresuid(NOBODY, NOBODY, NOBODY)
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)  # which also empties the permitted and effective capabilities
     # A process whose uid changed is no longer dumpable, which gives its /proc/self to root:
     # its own descriptors (/proc/self/fd, /dev/stdin) would be out of its reach.
     _check(libc.prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0), "PR_SET_DUMPABLE")
