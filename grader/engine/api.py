@@ -119,7 +119,8 @@ def start_grading(assignment: Assignment | str | Path, submission: str | Path | 
         assignment = Assignment.load(assignment)
     path = Path(submission) if submission is not None else assignment.working_copy()
     device = resolve_device(options.device)
-    isolation = choose(options.sandbox, reference_dir())  # probed here, so that every fork inherits the answers
+    reference = reference_dir()
+    isolation = choose(options.sandbox, reference)  # probed here, so that every fork inherits the answers
     for module in assignment.suite_preload:  # once per grader process; every suite process starts with it
         importlib.import_module(module)
 
@@ -135,8 +136,8 @@ def start_grading(assignment: Assignment | str | Path, submission: str | Path | 
     layers = isolation.layers() if program else []
     fingerprint = replace(settled or Fingerprint.of(assignment, options), submission=sha256)
     # The checkout that holds the reference too: its .git and tests hold the suite's text.
-    checkout = [reference_dir().parent] if (reference_dir().parent / "pyproject.toml").is_file() else []
-    hidden = (reference_dir(), *checkout, *(private if private is not None else (path.resolve().parent,)))
+    checkout = [reference.parent] if (reference.parent / "pyproject.toml").is_file() else []
+    hidden = (reference, *checkout, *(private if private is not None else (path.resolve().parent,)))
     run = _start_suite(assignment, program, options.limits, device, isolation, options.total_timeout_s,
                        tuple(str(Path(folder).resolve()) for folder in hidden))  # the child's cwd is its scratch
     return PendingGrade(assignment, str(submission if submission is not None else path), sha256,

@@ -14,6 +14,7 @@ there is no PID namespace.
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import site
 import sys
@@ -64,11 +65,12 @@ def _handled_access(abi: int) -> int:
     return rights
 
 
-def readable_roots() -> list[str]:
+@functools.cache  # a student's process asks twice: for its view of the filesystem, then for Landlock's rules
+def readable_roots() -> tuple[str, ...]:
     """What the child may read: Python (installation, environment, site-packages) and the system."""
     roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable)),
              *site.getsitepackages(), *SYSTEM_DIRS}
-    return sorted(path for path in roots if os.path.isdir(path))
+    return tuple(sorted(path for path in roots if os.path.isdir(path)))
 
 
 def covers(roots: list[str], path: str) -> bool:

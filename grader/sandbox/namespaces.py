@@ -89,19 +89,12 @@ def _mount(source: str, target: str, fstype: str | None, flags: int, options: st
                          options.encode() if options else None), f"mount {target}")
 
 
-def _read_only_root() -> None:
-    """Every mount read-only and private (no mount event reaches the grader's namespace)."""
-    attr = _MountAttr(attr_set=_MOUNT_ATTR_RDONLY, propagation=_MS_PRIVATE)
-    _check(_libc().syscall(_SYS_MOUNT_SETATTR, -100, b"/", _AT_RECURSIVE, ctypes.byref(attr),
-                           ctypes.sizeof(attr)), "mount_setattr /")
-
-
 def _build_view(scratch: str, scratch_bytes: int, scratch_files: int, hidden_paths: tuple[str, ...],
                 owner: int) -> tuple[str, ...]:
     """The student's filesystem, a root of its own (see the module's docstring), its writable
     places ``owner``'s; returns them. Runs in the first process of the new PID namespace, so
     the fresh /proc shows that namespace."""
-    _read_only_root()
+    _set_read_only("/", recursive=True, private=True)  # the machine's mounts, all of them
     caps = f"size={scratch_bytes},nr_inodes={scratch_files},uid={owner},gid={owner}"
     new = scratch  # the new root's mount point, for now: a directory no process else uses
     _mount("root", new, "tmpfs", _MS_NOSUID | _MS_NODEV, "size=1m,nr_inodes=4096,mode=755")
@@ -186,16 +179,18 @@ def _enter_root(new: str) -> None:
     os.chdir("/")
 
 
-def _set_read_only(path: str, recursive: bool) -> None:
-    attr = _MountAttr(attr_set=_MOUNT_ATTR_RDONLY)
+def _set_read_only(path: str, recursive: bool, private: bool = False) -> None:
+    """The mount at ``path`` read-only (and, ``recursive``, every mount beneath it); ``private``:
+    and no mount event of this namespace reaching the grader's, nor one of the grader's this."""
+    attr = _MountAttr(attr_set=_MOUNT_ATTR_RDONLY, propagation=_MS_PRIVATE if private else 0)
     _check(_libc().syscall(_SYS_MOUNT_SETATTR, -100, path.encode(), _AT_RECURSIVE if recursive else 0,
                            ctypes.byref(attr), ctypes.sizeof(attr)), f"mount_setattr {path}")
 
 
 def _own_dev(new: str, shm_caps: str) -> None:
     """A /dev of the student's own, under the new root ``new``: the devices code opens, a GPU's
-    where the machine has one, an empty ``/dev/shm`` capped by ``shm_caps`` (a tmpfs's size and
-    nr_inodes), and nothing else. The machine's /dev holds its disks, whose owner's permissions let uid 0
+    where the machine has one, an empty ``/dev/shm`` capped by ``shm_caps`` (a tmpfs's size,
+    nr_inodes and owner), and nothing else. The machine's /dev holds its disks, whose owner's permissions let uid 0
     read them without any capability (every file on them, the reference's included, past
     every mount that covers one), and devices whose ioctls reach far into the kernel (KVM,
     loop devices, userfaultfd) or that all processes share (ptys: a submission opened every one)."""
@@ -289,9 +284,8 @@ def fork_init(wait_s: float = 2.0) -> int:
 def enter(scratch: str, scratch_bytes: int, scratch_files: int, hidden_paths: tuple[str, ...]) -> tuple[str, ...]:
     """In the child of :func:`fork_init`: continue in new network, mount and IPC namespaces,
     with a fresh tmpfs as ``scratch`` and as the working directory, no capability, and a uid
-    of its own (:func:`student_uid`). Returns
-    the directories it may write: ``scratch``, ``/tmp`` and ``/dev/shm``, each a tmpfs of its
-    own, capped alike."""
+    of its own (:func:`student_uid`). Returns the directories it may write: ``scratch``,
+    ``/tmp`` and ``/dev/shm``, each a tmpfs of its own, capped alike."""
     _unshare(CLONE_NEWNET | CLONE_NEWNS | CLONE_NEWIPC)
     uid, groups = student_uid(), gpu_groups()
     writable = _build_view(scratch, scratch_bytes, scratch_files, hidden_paths, uid)
