@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from grader.core.ingest import Program
+from grader.core.not_installed import run_standing_in
 from grader.core.sanitize import clean
 
 SPEC, NOTES, OUTPUT = "cells.json", "cells-notes.json", "cells-output.txt"  # beside the loader module
@@ -45,6 +46,12 @@ def ran_past(cell_timeout_s: float) -> str:
 
 def took_too_long(load_timeout_s: float) -> str:
     return f"loading your code took longer than {load_timeout_s:g} s in total"
+
+
+def let_through(where_: str, packages: list[str]) -> str:
+    names = ", ".join(packages)
+    return (f"{where_} imports {names}, not installed where your code is graded: the import was let through, "
+            "and any use of it raises ModuleNotFoundError")
 
 
 def skipped(where_: str, why: str) -> str:
@@ -103,7 +110,10 @@ def run_cells(namespace: dict, loader_file: str) -> None:
         with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed), loading_submission():
             for label, source in spec["cells"]:
                 here, left = where(kind, label), load_timeout_s - (time.monotonic() - started)
-                failure = _run_cell(namespace, label, source, min(cell_timeout_s, left)) if left > 0 else _TIMED_OUT
+                stood_in, failure = (_run_cell(namespace, label, source, min(cell_timeout_s, left)) if left > 0
+                                     else ([], _TIMED_OUT))
+                if stood_in:
+                    notes.append(let_through(here, stood_in))
                 if failure is _TIMED_OUT and cell_timeout_s < left:
                     notes.append(skipped(here, ran_past(cell_timeout_s)))
                 elif failure is _TIMED_OUT:
@@ -161,9 +171,10 @@ def not_defined(name: str) -> Callable[..., NoReturn]:
 _TIMED_OUT = ("timed out",)
 
 
-def _run_cell(namespace: dict, label: str, source: str, limit_s: float) -> tuple[str, ...] | None:
-    """Run one cell for at most ``limit_s``: None when it ran to its end, else _TIMED_OUT or
-    the (type name, message) of what it raised."""
+def _run_cell(namespace: dict, label: str, source: str, limit_s: float) -> tuple[list[str], tuple[str, ...] | None]:
+    """Run one cell for at most ``limit_s`` (see :func:`run_standing_in`): the packages stood in
+    for, and None when it ran to its end, else _TIMED_OUT or the (type name, message) of what it
+    raised."""
     def alarm(signum, frame):
         raise _CellTimedOut
 
@@ -175,17 +186,17 @@ def _run_cell(namespace: dict, label: str, source: str, limit_s: float) -> tuple
         # Then again every second: a cell that catches the first (a bare `except:`) gets another.
         signal.setitimer(signal.ITIMER_REAL, limit_s, 1.0)
     try:
-        exec(compile(source, label, "exec"), namespace)
-    except _CellTimedOut:
-        return _TIMED_OUT
-    except BaseException as exc:  # noqa: BLE001 - SystemExit and KeyboardInterrupt end a cell too, as in the grader
-        message = f"sys.exit({exc.code!r}) was called" if isinstance(exc, SystemExit) else str(exc)
-        return type(exc).__name__, clean(message, MESSAGE_CHARS)
+        stood_in, exc = run_standing_in(lambda: exec(compile(source, label, "exec"), namespace))
     finally:
         if previous is not None:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous)
-    return None
+    if isinstance(exc, _CellTimedOut):
+        return stood_in, _TIMED_OUT
+    if exc is not None:
+        message = f"sys.exit({exc.code!r}) was called" if isinstance(exc, SystemExit) else str(exc)
+        return stood_in, (type(exc).__name__, clean(message, MESSAGE_CHARS))
+    return stood_in, None
 
 
 def loading_result(directory: Path) -> tuple[list[str], str]:

@@ -28,7 +28,7 @@ from pathlib import Path
 from grader.core.assignment import Assignment, reference_dir
 
 GRADER_DIR = Path(__file__).resolve().parents[1]
-GRADING_PACKAGES = ("torch", "numpy", "pytest", "safetensors")
+GRADING_PACKAGES = ("torch", "numpy", "pytest", "safetensors", "einops")
 # Why a report is graded again, by the part of the fingerprint that changed; in this order.
 CHANGED = {"submission": "file changed", "suite": "suite changed", "reference": "reference changed",
            "contract": "contract changed", "grader": "grader changed", "options": "options changed"}

@@ -38,8 +38,9 @@ STUDENT_DISTRIBUTION = "transformer-grader-student"
 # The full grader's requirements that the student's needs: torch for their code and the
 # tests, pytest and its JSON report to run them, rich for the table, nbformat for notebooks,
 # safetensors for the data the public tests compare with, numpy for torch and safetensors
-# (torch warns "Failed to initialize NumPy" in every run without it).
-STUDENT_REQUIREMENTS = ("torch", "pytest", "pytest-json-report", "rich", "nbformat", "safetensors", "numpy")
+# (torch warns "Failed to initialize NumPy" in every run without it), einops because the grader
+# has it (a student may split heads with it).
+STUDENT_REQUIREMENTS = ("torch", "pytest", "pytest-json-report", "rich", "nbformat", "safetensors", "numpy", "einops")
 # `pip install -e '.[notebook]'`: what opens and runs the handout notebook. The kernel, in the
 # handout's environment, so that the notebook's `from grader import check` and torch are found
 # (a Jupyter installed elsewhere would start a kernel without them; an editor with its own

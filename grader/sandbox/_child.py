@@ -35,6 +35,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from grader.core.cells import loading_submission
 from grader.core.ingest import MAX_SOURCE_BYTES, Program
+from grader.core.not_installed import run_standing_in
 from grader.sandbox import landlock, namespaces, protocol, seccomp
 from grader.sandbox.isolation import Isolation
 from grader.sandbox.limits import Limits, die_with_parent
@@ -258,9 +259,10 @@ def _new_namespace(kind: str) -> dict:
 
 def _run_cell(sock: socket.socket, index: int, source: str, label: str, namespace: dict) -> None:
     protocol.send(sock, {"event": "cell_start", "index": index, "offset": _output_offset()})
-    try:
-        exec(compile(source, label, "exec"), namespace)
-    except BaseException as exc:  # SystemExit and KeyboardInterrupt end a cell too
+    stood_in, exc = run_standing_in(lambda: exec(compile(source, label, "exec"), namespace))
+    if stood_in:
+        protocol.send(sock, {"event": "cell_stand_ins", "index": index, "packages": stood_in})
+    if exc is not None:
         protocol.send(sock, {"event": "cell_error", "index": index, **describe_exception(exc)})
     else:
         protocol.send(sock, {"event": "cell_done", "index": index})

@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from grader.core import cells
+from grader.core import cells, not_installed
 from grader.core.ingest import Program
 from grader.core.sanitize import clean
 from grader.sandbox import protocol
@@ -441,6 +441,8 @@ class _Loading:
                 message = f"{process.limits.describe_memory()} ({message})"
             process._note(cells.raised(process._where(index), reported_type_name(event.get("type")), message))
             self.running = None
+        elif kind == "cell_stand_ins" and index == self.running and _package_names(event.get("packages")):
+            process._note(cells.let_through(process._where(index), event["packages"]))
         elif kind == "cell_done" and index == self.running:
             self.running = None
         else:
@@ -455,6 +457,12 @@ class _Loading:
             "load": cells.took_too_long(limits.load_timeout_s),
             "budget": f"ran past the total time limit of {limits.student_time_s:g} s for your submission",
         }[self.bound]
+
+
+def _package_names(packages: object) -> bool:
+    """Whether ``packages`` is what the child's cell may say it stood in for (not_installed.py)."""
+    return (type(packages) is list and 0 < len(packages) <= not_installed.MAX_PER_CELL
+            and all(not_installed.valid_package_name(name) for name in packages))
 
 
 def describe_exit(status: int | None, limits: Limits, out_of_memory: bool = False,
