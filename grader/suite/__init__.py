@@ -61,6 +61,8 @@ outside the contract makes trusted code raise (that would be a grader error the 
   :func:`is_close` is its test as a bool; :func:`describe_difference` its wording,
   :func:`describe_value` what came back instead of a tensor.
 - :func:`expect_raises` ``(ValueError, what, lambda: ...)``: the student's code raises that type.
+- :func:`buffer_of` ``(module, name)``: a buffer's value and a way to load another into it,
+  persistent or not; check the value before computing with it.
 - :func:`expect_contract_parameters`: the module's parameter names and shapes are the
   reference's; follow it with :func:`expect_computes_with`, which shows the module computes
   with them (the names are only the student process's word).
@@ -142,6 +144,7 @@ from grader.sandbox.session import Backward
 from grader.source.definitions import source_defining
 from grader.suite.checks import (
     CheckFailed,
+    buffer_of,
     describe_difference,
     describe_value,
     expect_causal,
@@ -199,7 +202,7 @@ from grader.suite.student_protocol import Remote, Student
 
 __all__ = [
     # checks
-    "CheckFailed", "describe_difference", "describe_value", "expect_close", "expect_computes_with",
+    "CheckFailed", "buffer_of", "describe_difference", "describe_value", "expect_close", "expect_computes_with",
     "expect_contract_parameters", "expect_causal", "expect_derivative", "expect_equal", "expect_named_tensors",
     "expect_objects",
     "expect_raises", "expect_same_gradients", "expect_tensor", "expect_token_ids", "gradient_mistakes", "is_close",

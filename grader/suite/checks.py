@@ -383,6 +383,20 @@ def _bounded(items: Sequence[str], most: int, separator: str = ", ") -> str:
     return f"{shown}{separator}and {len(items) - most} more" if len(items) > most else shown
 
 
+def buffer_of(module: Remote, name: str) -> tuple[Any, Callable[[torch.Tensor], None]]:
+    """``module``'s buffer ``name`` as its process sends it (None where it has none; check it
+    before computing with it), and how to load another value into it: through the state dict
+    where the buffer is in it (copied in place, as a checkpoint is loaded), else set as the
+    attribute: a buffer registered with ``persistent=False`` is what a contract's "registered
+    buffer" allows, and is in no state dict."""
+    state = module.method("state_dict")
+    if isinstance(state, dict) and name in state:
+        return state[name], lambda value: module.method("load_state_dict", {**state, name: value})
+    if name in module.inspect()["buffers"]:
+        return module.attr(name), lambda value: module.method("__setattr__", name, value)
+    return None, lambda value: None
+
+
 def expect_computes_with(what: str, module: Any, reference: torch.nn.Module, forward: Callable[[], Any], *,
                          pieces: Collection[str] = (), unused: Mapping[str, str] | None = None) -> None:
     """The student's module computes with the parameters it reports (names check, above):

@@ -3,6 +3,7 @@ import torch
 
 from grader.suite import (
     CheckFailed,
+    buffer_of,
     DropoutHints,
     StudentError,
     expect_causal,
@@ -71,15 +72,14 @@ def test_csa_mask_is_a_registered_buffer(student, reference_csa, make_input):
     # loaded with its mask transposed (the future instead of the past), the module's output
     # must change. Whether the output is right is the value tests' to grade.
     module = in_eval_mode(student.new_like(reference_csa, "CausalSelfAttention", D_IN, D_OUT, CONTEXT))
-    state = module.method("state_dict")
-    mask = state.get("mask") if isinstance(state, dict) else None
+    mask, load = buffer_of(module, "mask")
     if not (isinstance(mask, torch.Tensor) and mask.dim() >= 2 and tuple(mask.shape[-2:]) == (CONTEXT, CONTEXT)):
-        raise CheckFailed(f"CausalSelfAttention.state_dict()['mask']: expected the ({CONTEXT}, {CONTEXT}) causal mask",
+        raise CheckFailed(f"CausalSelfAttention's buffer mask: expected the ({CONTEXT}, {CONTEXT}) causal mask",
                           variants.MASK_NOT_A_BUFFER)
     x = make_input(2, CONTEXT, D_IN, seed=102)
     what = "CausalSelfAttention(x) loaded with its mask transposed"
     before = expect_tensor("CausalSelfAttention(x)", module(x), shape=(2, CONTEXT, D_OUT))
-    module.method("load_state_dict", {**state, "mask": mask.transpose(-2, -1).contiguous()})
+    load(mask.transpose(-2, -1).contiguous())
     if torch.equal(before, expect_tensor(what, module(x), shape=(2, CONTEXT, D_OUT))):
         unmasked = is_close(before, variants.causal_self_attention(_params(reference_csa), x, mask_mode="ignored"),
                             atol=ATOL, rtol=RTOL)

@@ -3,6 +3,7 @@ import torch
 
 from grader.suite import (
     CheckFailed,
+    buffer_of,
     DropoutHints,
     StudentError,
     StudentException,
@@ -70,16 +71,15 @@ def _expect_the_buffer_is_added(module, x: torch.Tensor) -> torch.Tensor:
     loaded with one table as ``pe`` and then another, its output must change by the
     difference of their first T rows (whatever it does to x: that is graded elsewhere).
     Returns its output for ``x`` as it is left."""
-    state = module.method("state_dict")
-    pe = state.get("pe") if isinstance(state, dict) else None
+    pe, load = buffer_of(module, "pe")
     if not (isinstance(pe, torch.Tensor) and pe.is_floating_point() and pe.numel() == MAX_LEN * D_MODEL):
-        raise CheckFailed("PositionalEncoding.state_dict(): expected a float pe with "
-                          f"{MAX_LEN}x{D_MODEL} values", variants.PE_NOT_REGISTERED)
+        raise CheckFailed(f"PositionalEncoding's buffer pe: expected a float tensor of {MAX_LEN}x{D_MODEL} values",
+                          variants.PE_NOT_REGISTERED)
     tables = [torch.randn(pe.shape, generator=torch.Generator().manual_seed(seed), dtype=pe.dtype).to(x.device)
               for seed in (47, 49)]
     outputs = []
     for table in tables:
-        module.method("load_state_dict", {**state, "pe": table})
+        load(table)
         outputs.append(module(x))
     change = (tables[1] - tables[0]).reshape(MAX_LEN, D_MODEL)[: x.size(1)].to(x.dtype).expand_as(x)
     if not (all(isinstance(output, torch.Tensor) and output.shape == x.shape for output in outputs)
