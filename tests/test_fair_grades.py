@@ -117,6 +117,10 @@ HONEST = {
          "        if not self.training or self.dropout.p == 0:\n"
          "            return h\n"
          "        return h * (torch.rand_like(h) >= self.dropout.p) / (1 - self.dropout.p)")]),
+    # TorchScript reads the function's source, as in Jupyter: the grader lets Python find it.
+    "01 softmax compiled with @torch.jit.script": ("01", [(
+        "def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:",
+        "@torch.jit.script\ndef softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:")]),
     # The contracts of 02 and 04 ask for "a registered buffer"; one kept out of the state dict is one.
     "02 CausalSelfAttention whose mask is a non-persistent buffer": ("02", [(
         '        self.register_buffer("mask", causal_mask(context_length))',

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import linecache
 import signal
 import time
 from collections.abc import Callable, Iterator
@@ -171,6 +172,12 @@ def not_defined(name: str) -> Callable[..., NoReturn]:
 _TIMED_OUT = ("timed out",)
 
 
+def readable_source(label: str, source: str) -> None:
+    """Let Python find a cell's source under its label, as Jupyter does for its cells: code
+    that reads its own (``inspect.getsource``, ``@torch.jit.script``) runs as it does there."""
+    linecache.cache[label] = (len(source), None, source.splitlines(keepends=True), label)
+
+
 def _run_cell(namespace: dict, label: str, source: str, limit_s: float) -> tuple[list[str], tuple[str, ...] | None]:
     """Run one cell for at most ``limit_s`` (see :func:`run_standing_in`): the packages stood in
     for, and None when it ran to its end, else _TIMED_OUT or the (type name, message) of what it
@@ -186,6 +193,7 @@ def _run_cell(namespace: dict, label: str, source: str, limit_s: float) -> tuple
         # Then again every second: a cell that catches the first (a bare `except:`) gets another.
         signal.setitimer(signal.ITIMER_REAL, limit_s, 1.0)
     try:
+        readable_source(label, source)
         stood_in, exc = run_standing_in(lambda: exec(compile(source, label, "exec"), namespace))
     finally:
         if previous is not None:

@@ -33,7 +33,7 @@ import torch
 import torch.utils._pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from grader.core.cells import loading_submission
+from grader.core.cells import loading_submission, readable_source
 from grader.core.ingest import MAX_SOURCE_BYTES, Program
 from grader.core.not_installed import run_standing_in
 from grader.sandbox import landlock, namespaces, protocol, seccomp
@@ -259,6 +259,7 @@ def _new_namespace(kind: str) -> dict:
 
 def _run_cell(sock: socket.socket, index: int, source: str, label: str, namespace: dict) -> None:
     protocol.send(sock, {"event": "cell_start", "index": index, "offset": _output_offset()})
+    readable_source(label, source)
     stood_in, exc = run_standing_in(lambda: exec(compile(source, label, "exec"), namespace))
     if stood_in:
         protocol.send(sock, {"event": "cell_stand_ins", "index": index, "packages": stood_in})
@@ -281,7 +282,9 @@ def describe_exception(exc: BaseException) -> dict:
     return {
         "type": type(exc).__name__,
         "message": message[:2000],
-        "traceback": "".join(traceback.format_list(frames[-_TRACEBACK_FRAMES:]))[:4000],
+        # Frames without their lines: the grader adds them from its own copy (errors.with_source_lines).
+        "traceback": "".join(f'  File "{frame.filename}", line {frame.lineno}, in {frame.name}\n'
+                             for frame in frames[-_TRACEBACK_FRAMES:])[:4000],
         "memory": isinstance(exc, MemoryError) or "can't allocate memory" in message
         or isinstance(exc, torch.OutOfMemoryError),
         # A stub's: the function whose raise it was (None: not a stub).
