@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import pytest
 
-from grader.core import hints
+from grader.core import cells, hints
 from grader.core.assignment import Assignment
 from reference import as_submission, module_for
 from reference.hidden.a05 import variants as variants_05
 from reference.hidden.a06 import variants as variants_06
 from reference.hidden.a07 import variants as variants_07
-from tests.conftest import ROOT, mutant
+from tests.conftest import ROOT, TEST_LIMITS, mutant
 
 pytestmark = pytest.mark.slow
 
@@ -140,6 +140,17 @@ def test_honest_code_keeps_every_point(grade_source, name):
     assignment_id, edits = HONEST[name]
     parts = graded(grade_source, assignment_id, *edits)
     assert lost(parts) == {}, [(part.id, part.hints) for part in parts.values() if part.score < part.max_score]
+
+
+def test_a_module_whose_top_level_trains_past_the_cell_limit_keeps_its_classes(grade_source):
+    # As Karpathy's scripts do: the classes, then a training loop that is not under __main__.
+    training = ("\nmha = MultiHeadAttention(16, 4)\noptimizer = torch.optim.SGD(mha.parameters(), lr=0.1)\n"
+                "for step in range(10**9):\n    x = torch.randn(2, 5, 16)\n"
+                "    loss = mha(x, x, x).pow(2).mean()\n    optimizer.zero_grad()\n    loss.backward()\n"
+                "    optimizer.step()\n")
+    report = grade_source(as_submission(module_for("03")) + training)
+    assert report.score == report.max_score, [(part.id, part.hints) for part in report.parts]
+    assert report.notes == [cells.stopped("your module (submission.py)", TEST_LIMITS.cell_timeout_s)]
 
 
 # ---- one mistake, one cost, in its own part ---------------------------------------------------

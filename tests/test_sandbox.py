@@ -22,6 +22,7 @@ import torch
 
 import reference
 import reference.multihead
+from grader.core import cells
 from grader.core.ingest import Cell, Program
 from grader.engine import plugin
 from grader.sandbox import cgroups, child_process, errors, isolation, landlock, namespaces
@@ -281,7 +282,7 @@ def test_a_top_level_gets_its_cell_limit_however_long_the_grader_takes_to_ask(se
     session.preload()
     time.sleep(4)
     assert session.call("fast") == 1
-    assert any("cell 1" in note and "skipped" in note for note in session.notes), session.notes
+    assert session.notes == [cells.stopped("cell 1", HANGS.cell_timeout_s)]
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine whose sandbox cannot open CUDA")
@@ -311,11 +312,20 @@ def test_a_preloaded_child_has_its_whole_start_up_time_from_when_it_is_asked(ses
     assert session.call("fast") == 1
 
 
-def test_a_cell_that_hangs_in_a_preloaded_child_is_skipped_as_in_any_other(session_for):
-    session = session_for("while True:\n    pass\n", "def fast():\n    return 1\n", limits=HANGS)
+def test_a_cell_that_hangs_in_a_preloaded_child_is_stopped_as_in_any_other(session_for):
+    session = session_for("defined = 1\nwhile True:\n    pass\n", "def fast():\n    return defined\n", limits=HANGS)
     session.preload()
+    assert session.call("fast") == 1  # what the cell defined before its limit stays
+    assert session.notes == [cells.stopped("cell 1", HANGS.cell_timeout_s)]
+
+
+def test_a_cell_that_will_not_stop_at_its_limit_is_skipped_a_grace_later(session_for):
+    deaf = "import signal\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\nwhile True:\n    pass\n"
+    started = time.monotonic()
+    session = session_for(deaf, "def fast():\n    return 1\n", limits=HANGS)
     assert session.call("fast") == 1
-    assert any("cell 1" in note and "skipped" in note for note in session.notes), session.notes
+    assert session.notes == [cells.skipped("cell 1", cells.ran_past(HANGS.cell_timeout_s))]
+    assert time.monotonic() - started >= HANGS.cell_timeout_s + child_process.CELL_STOP_GRACE_S
 
 
 def test_closing_ends_a_child_that_is_still_loading(session_for):

@@ -27,6 +27,10 @@ from grader.core.ingest import Program
 from grader.core.not_installed import run_standing_in
 from grader.core.sanitize import clean
 
+# A cell stopped at its time limit runs again in each later student process of the same
+# grading (a restart after a crash or an answer), each time stopped this soon: what it defines
+# before its long part (the classes above a training loop) comes in its first moments.
+STOPPED_CELL_AGAIN_S = 2.0
 SPEC, NOTES, OUTPUT = "cells.json", "cells-notes.json", "cells-output.txt"  # beside the loader module
 MESSAGE_CHARS = 300
 OUTPUT_CHARS = 20_000
@@ -53,6 +57,15 @@ def let_through(where_: str, packages: list[str]) -> str:
     names = ", ".join(packages)
     return (f"{where_} imports {names}, not installed where your code is graded: the import was let through, "
             "and any use of it raises ModuleNotFoundError")
+
+
+def stopped(where_: str, cell_timeout_s: float) -> str:
+    return f"{where_} ran past the time limit of {cell_timeout_s:g} s and was stopped there; what it defined stays"
+
+
+def exception_message(exc: BaseException) -> str:
+    """An exception's message, as the notes and the report quote it."""
+    return f"sys.exit({exc.code!r}) was called" if isinstance(exc, SystemExit) else str(exc)
 
 
 def skipped(where_: str, why: str) -> str:
@@ -89,9 +102,9 @@ def write_loader(program: Program, directory: Path, module: str, names: tuple[st
     return path
 
 
-class _CellTimedOut(BaseException):
-    """Raised by the alarm into the running cell; a BaseException, so `except Exception` in the
-    cell does not swallow it."""
+class CellTimedOut(BaseException):
+    """Raised by the alarm into a cell running past its time limit; a BaseException, so
+    `except Exception` in the cell does not swallow it."""
 
 
 def run_cells(namespace: dict, loader_file: str) -> None:
@@ -111,17 +124,17 @@ def run_cells(namespace: dict, loader_file: str) -> None:
         with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed), loading_submission():
             for label, source in spec["cells"]:
                 here, left = where(kind, label), load_timeout_s - (time.monotonic() - started)
-                stood_in, failure = (_run_cell(namespace, label, source, min(cell_timeout_s, left)) if left > 0
-                                     else ([], _TIMED_OUT))
+                stood_in, ended = (run_cell(namespace, label, source, min(cell_timeout_s, left)) if left > 0
+                                   else ([], CellTimedOut()))
                 if stood_in:
                     notes.append(let_through(here, stood_in))
-                if failure is _TIMED_OUT and cell_timeout_s < left:
-                    notes.append(skipped(here, ran_past(cell_timeout_s)))
-                elif failure is _TIMED_OUT:
+                if isinstance(ended, CellTimedOut) and cell_timeout_s < left:
+                    notes.append(stopped(here, cell_timeout_s))
+                elif isinstance(ended, CellTimedOut):
                     notes.append(not_run_after(here, took_too_long(load_timeout_s)))
                     break
-                elif failure:
-                    notes.append(raised(here, *failure))
+                elif ended is not None:
+                    notes.append(raised(here, type(ended).__name__, clean(exception_message(ended), MESSAGE_CHARS)))
     finally:
         namespace["__name__"] = own_name
         for name in spec["names"]:
@@ -169,21 +182,21 @@ def not_defined(name: str) -> Callable[..., NoReturn]:
     return stand_in
 
 
-_TIMED_OUT = ("timed out",)
-
-
 def readable_source(label: str, source: str) -> None:
     """Let Python find a cell's source under its label, as Jupyter does for its cells: code
     that reads its own (``inspect.getsource``, ``@torch.jit.script``) runs as it does there."""
     linecache.cache[label] = (len(source), None, source.splitlines(keepends=True), label)
 
 
-def _run_cell(namespace: dict, label: str, source: str, limit_s: float) -> tuple[list[str], tuple[str, ...] | None]:
-    """Run one cell for at most ``limit_s`` (see :func:`run_standing_in`): the packages stood in
-    for, and None when it ran to its end, else _TIMED_OUT or the (type name, message) of what it
-    raised."""
+def run_cell(namespace: dict, label: str, source: str, limit_s: float) -> tuple[list[str], BaseException | None]:
+    """Run one cell into ``namespace`` as both graders do: its source readable
+    (:func:`readable_source`), an import of a package not installed here stood in for
+    (:func:`run_standing_in`), and stopped once it runs past ``limit_s`` of wall clock by a
+    :class:`CellTimedOut` raised into it: what it defined before then stays, as when a cell
+    raises (a training loop at the end of a module keeps the classes above it). Returns the
+    packages stood in for and what ended the cell (None: it ran to its end)."""
     def alarm(signum, frame):
-        raise _CellTimedOut
+        raise CellTimedOut
 
     try:
         previous = signal.signal(signal.SIGALRM, alarm)
@@ -194,17 +207,11 @@ def _run_cell(namespace: dict, label: str, source: str, limit_s: float) -> tuple
         signal.setitimer(signal.ITIMER_REAL, limit_s, 1.0)
     try:
         readable_source(label, source)
-        stood_in, exc = run_standing_in(lambda: exec(compile(source, label, "exec"), namespace))
+        return run_standing_in(lambda: exec(compile(source, label, "exec"), namespace))
     finally:
         if previous is not None:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous)
-    if isinstance(exc, _CellTimedOut):
-        return stood_in, _TIMED_OUT
-    if exc is not None:
-        message = f"sys.exit({exc.code!r}) was called" if isinstance(exc, SystemExit) else str(exc)
-        return stood_in, (type(exc).__name__, clean(message, MESSAGE_CHARS))
-    return stood_in, None
 
 
 def loading_result(directory: Path) -> tuple[list[str], str]:

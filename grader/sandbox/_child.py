@@ -33,9 +33,8 @@ import torch
 import torch.utils._pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from grader.core.cells import loading_submission, readable_source
+from grader.core.cells import STOPPED_CELL_AGAIN_S, CellTimedOut, exception_message, loading_submission, run_cell
 from grader.core.ingest import MAX_SOURCE_BYTES, Program
-from grader.core.not_installed import run_standing_in
 from grader.sandbox import landlock, namespaces, protocol, seccomp
 from grader.sandbox.isolation import Isolation
 from grader.sandbox.limits import Limits, die_with_parent
@@ -74,12 +73,13 @@ def run(
         protocol.send(sock, {"event": "started"})  # the program's time limits count from here
         message, _ = protocol.recv(sock, max_header=PROGRAM_MESSAGE_BYTES, max_payload=0)
         program = Program.from_dict(message["program"])
-        skip = frozenset(message["skip"])
+        skip, stopped = frozenset(message["skip"]), frozenset(message["stopped"])
         namespace = _new_namespace(program.kind)
         with loading_submission():
             for index, cell in enumerate(program.cells):
                 if index not in skip:
-                    _run_cell(sock, index, cell.source, cell.label, namespace)
+                    limit_s = STOPPED_CELL_AGAIN_S if index in stopped else limits.cell_timeout_s
+                    _run_cell(sock, index, cell.source, cell.label, namespace, limit_s)
         protocol.send(sock, {"event": "ready", "offset": _output_offset()})
         _Server(sock, namespace).serve()
     except BaseException:  # the connection is gone or the runtime itself failed
@@ -257,14 +257,15 @@ def _new_namespace(kind: str) -> dict:
     return module.__dict__
 
 
-def _run_cell(sock: socket.socket, index: int, source: str, label: str, namespace: dict) -> None:
+def _run_cell(sock: socket.socket, index: int, source: str, label: str, namespace: dict, limit_s: float) -> None:
     protocol.send(sock, {"event": "cell_start", "index": index, "offset": _output_offset()})
-    readable_source(label, source)
-    stood_in, exc = run_standing_in(lambda: exec(compile(source, label, "exec"), namespace))
+    stood_in, ended = run_cell(namespace, label, source, limit_s)
     if stood_in:
         protocol.send(sock, {"event": "cell_stand_ins", "index": index, "packages": stood_in})
-    if exc is not None:
-        protocol.send(sock, {"event": "cell_error", "index": index, **describe_exception(exc)})
+    if isinstance(ended, CellTimedOut):
+        protocol.send(sock, {"event": "cell_stopped", "index": index})
+    elif ended is not None:
+        protocol.send(sock, {"event": "cell_error", "index": index, **describe_exception(ended)})
     else:
         protocol.send(sock, {"event": "cell_done", "index": index})
 
@@ -275,10 +276,7 @@ def describe_exception(exc: BaseException) -> dict:
     (:func:`_raising_function`)."""
     # Student code is compiled under labels ("mha.py", "cell 4"); library frames have paths.
     frames = [frame for frame in traceback.extract_tb(exc.__traceback__) if not os.path.isabs(frame.filename)]
-    if isinstance(exc, SystemExit):
-        message = f"sys.exit({exc.code!r}) was called"
-    else:
-        message = str(exc)
+    message = exception_message(exc)
     return {
         "type": type(exc).__name__,
         "message": message[:2000],

@@ -40,6 +40,9 @@ NOTE_CHARS, MAX_NOTES = 500, 50
 # Wall-clock seconds a fresh child may take to confine itself (and, on CUDA, to make its
 # context) before the program's own limits start: a busy GPU machine's, with room to spare.
 STARTUP_TIMEOUT_S = 60.0
+# How long past its limit a cell may run before its child is killed: the child stops the cell
+# itself at the limit, at the next Python instruction (a torch operator finishes first).
+CELL_STOP_GRACE_S = 2.0
 # A call's time limit is CPU time; how long the grader waits for its answer, whatever the CPU
 # does (a sleep uses none), is this many seconds per second of the limit: room for a machine
 # three times oversubscribed.
@@ -64,6 +67,7 @@ class ChildProcess:
         self.limits = limits
         self._child: Child | None = None
         self._skip: set[int] = set()
+        self._stopped: set[int] = set()  # cells the child stopped at their limit: shorter in the next child
         self._notes: list[str] = []
         self._notes_dropped = 0
         for note in program.notes:
@@ -254,7 +258,8 @@ class ChildProcess:
             loading.started = time.monotonic()  # a preloaded child's time before now is the grader's
             child = loading.child
             try:
-                protocol.send(child.sock, {"program": self.program.to_dict(), "skip": sorted(self._skip)},
+                protocol.send(child.sock, {"program": self.program.to_dict(), "skip": sorted(self._skip),
+                                           "stopped": sorted(self._stopped)},
                               deadline=loading.started + STARTUP_TIMEOUT_S)
                 loading.follow()
                 self._printed_through = len(self.program.cells)
@@ -402,6 +407,8 @@ class _Loading:
         # Which limit the current wait ends at: "start", "cell", "load" or "budget".
         self.bound = "start"
         self._last_started = -1
+        self._cell_ends = 0.0  # when the running cell is past its limit and the child's own stop
+        self._said_stand_ins = False  # whether the running cell has said which packages it stood in for
 
     def follow(self) -> None:
         """Wait for the child to start, then read its events until it is ready; raises Deadline,
@@ -414,7 +421,10 @@ class _Loading:
         limits = self.process.limits
         ends = {"load": self.started + limits.load_timeout_s, "budget": self.started + self.process._time_left}
         while True:
-            bounds = {"cell": time.monotonic() + limits.cell_timeout_s, **ends}
+            # A cell's limit counts from its start: the child stops a cell at the limit itself
+            # (cells.run_cell), and is killed here only when the cell ignores that, a grace later.
+            cell_ends = self._cell_ends if self.running is not None else time.monotonic() + limits.cell_timeout_s
+            bounds = {"cell": cell_ends, **ends}
             self.bound = min(bounds, key=bounds.__getitem__)  # on a tie, the cell's own limit
             event, _ = protocol.recv(self.child.sock, bounds[self.bound])
             if self._record(event):
@@ -434,6 +444,8 @@ class _Loading:
             raise ProtocolError(f"unexpected event {clean(str(event), 80)}")
         if kind == "cell_start" and self.running is None and index > self._last_started and index not in process._skip:
             self.running = self._last_started = index
+            self._cell_ends = time.monotonic() + process.limits.cell_timeout_s + CELL_STOP_GRACE_S
+            self._said_stand_ins = False
             process._printed_through = max(process._printed_through, index)
         elif kind == "cell_error" and index == self.running:
             message = clean(str(event.get("message")), cells.MESSAGE_CHARS)
@@ -441,8 +453,14 @@ class _Loading:
                 message = f"{process.limits.describe_memory()} ({message})"
             process._note(cells.raised(process._where(index), reported_type_name(event.get("type")), message))
             self.running = None
-        elif kind == "cell_stand_ins" and index == self.running and _package_names(event.get("packages")):
+        elif (kind == "cell_stand_ins" and index == self.running and not self._said_stand_ins
+              and _package_names(event.get("packages"))):
+            self._said_stand_ins = True
             process._note(cells.let_through(process._where(index), event["packages"]))
+        elif kind == "cell_stopped" and index == self.running:
+            process._note(cells.stopped(process._where(index), process.limits.cell_timeout_s))
+            process._stopped.add(index)
+            self.running = None
         elif kind == "cell_done" and index == self.running:
             self.running = None
         else:
