@@ -153,6 +153,19 @@ def test_a_module_whose_top_level_trains_past_the_cell_limit_keeps_its_classes(g
     assert report.notes == [cells.stopped("your module (submission.py)", TEST_LIMITS.cell_timeout_s)]
 
 
+def test_a_notebook_downloaded_as_a_py_grades_as_the_notebook(grade_source):
+    # nbconvert turns each magic into a call of get_ipython(); a %%time cell's body is a string.
+    exported = ("get_ipython().system('pip install -q einops')\n"
+                "get_ipython().run_line_magic('matplotlib', 'inline')\n"
+                "files = get_ipython().getoutput('ls')\n"
+                f"get_ipython().run_cell_magic('time', '', {as_submission(module_for('03'))!r})\n"
+                "get_ipython().run_cell_magic('bash', '', 'nvidia-smi\\n')\n"
+                "display(MultiHeadAttention(16, 4))\n")
+    report = grade_source(exported)
+    assert report.score == report.max_score and not report.notes, ([(p.id, p.hints) for p in report.parts],
+                                                                   report.notes)
+
+
 # ---- one mistake, one cost, in its own part ---------------------------------------------------
 
 def test_pieces_that_hard_code_their_dropout_cost_points_in_each_piece_and_not_in_the_block(grade_source):

@@ -83,6 +83,10 @@ PARITY = {
     "a cell raises": ("raise RuntimeError('plotting failed')",),
     "a training cell never ends": ("while True:\n    pass",),
     "a part deleted": ("del combine_heads",),
+    # A plotting cell as on Colab: a package neither grader has, and an exported magic.
+    "a missing package and a magic": ("get_ipython().run_line_magic('matplotlib', 'inline')\n"
+                                      "import grader_test_absent_plots.pyplot as plt\ndel combine_heads\n"
+                                      "plt.plot([1, 2])",),
     # As the handout says to: graded, it does nothing (and is no grader internals).
     "a check() cell": ('from grader import check\ncheck("split_heads")',),
     "a part broken": (mutant(REFERENCE, "x.view(batch, length, num_heads, d_k).transpose(1, 2)",

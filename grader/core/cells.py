@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from grader.core.ingest import Program
+from grader.core.jupyter_names import give_jupyter_names
 from grader.core.not_installed import run_standing_in
 from grader.core.sanitize import clean
 
@@ -120,6 +121,7 @@ def run_cells(namespace: dict, loader_file: str) -> None:
     own_name = namespace.get("__name__")
     if kind == "notebook":
         namespace["__name__"] = "__main__"
+    give_jupyter_names(namespace)
     try:
         with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed), loading_submission():
             for label, source in spec["cells"]:

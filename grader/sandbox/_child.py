@@ -35,6 +35,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from grader.core.cells import STOPPED_CELL_AGAIN_S, CellTimedOut, exception_message, loading_submission, run_cell
 from grader.core.ingest import MAX_SOURCE_BYTES, Program
+from grader.core.jupyter_names import give_jupyter_names
 from grader.sandbox import landlock, namespaces, protocol, seccomp
 from grader.sandbox.isolation import Isolation
 from grader.sandbox.limits import Limits, die_with_parent
@@ -254,6 +255,7 @@ def _new_namespace(kind: str) -> dict:
     name = "__main__" if kind == "notebook" else "submission"
     module = types.ModuleType(name)
     sys.modules[name] = module
+    give_jupyter_names(module.__dict__)
     return module.__dict__
 
 
