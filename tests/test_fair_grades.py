@@ -117,6 +117,12 @@ HONEST = {
          "        if not self.training or self.dropout.p == 0:\n"
          "            return h\n"
          "        return h * (torch.rand_like(h) >= self.dropout.p) / (1 - self.dropout.p)")]),
+    "01 softmax as exp(x - logsumexp(x)), the log-sum-exp trick": ("01", [(
+        "    row_max = x.amax(dim=dim, keepdim=True)\n"
+        "    row_max = torch.where(torch.isfinite(row_max), row_max, torch.zeros_like(row_max))\n"
+        "    exp = torch.exp(x - row_max)\n"
+        "    return exp / exp.sum(dim=dim, keepdim=True)",
+        "    return torch.exp(x - torch.logsumexp(x, dim=dim, keepdim=True))")]),
     # TorchScript reads the function's source, as in Jupyter: the grader lets Python find it.
     "01 softmax compiled with @torch.jit.script": ("01", [(
         "def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:",
