@@ -159,6 +159,15 @@ def test_a_module_whose_top_level_trains_past_the_cell_limit_keeps_its_classes(g
     assert report.notes == [cells.stopped("your module (submission.py)", TEST_LIMITS.cell_timeout_s)]
 
 
+def test_a_script_that_reads_its_data_file_first_keeps_the_classes_after_it(grade_source):
+    # Karpathy's gpt.py opens input.txt at its top; the grader has no such file.
+    data = "with open('input.txt') as f:\n    text = f.read()\nchars = sorted(set(text))\n"
+    report = grade_source(data + as_submission(module_for("03")))
+    assert report.score == report.max_score, [(part.id, part.hints) for part in report.parts]
+    assert report.notes == [cells.raised("your module (submission.py)", "FileNotFoundError",
+                                         "[Errno 2] No such file or directory: 'input.txt'", went_on=1)]
+
+
 def test_a_notebook_downloaded_as_a_py_grades_as_the_notebook(grade_source):
     # nbconvert turns each magic into a call of get_ipython(); a %%time cell's body is a string.
     exported = ("get_ipython().system('pip install -q einops')\n"

@@ -54,6 +54,21 @@ def test_a_cell_past_its_time_limit_is_stopped_even_when_it_catches_the_alarm(tm
     assert time.monotonic() - started < 10
 
 
+def test_a_modules_statements_each_run_and_a_notebook_cell_ends_at_its_first_error():
+    source = ("from __future__ import annotations\nimport sys\nfirst = missing_name\n"
+              "def f(x: NotDefinedAnywhere) -> int:\n    return 1\nraise ValueError('second')\nlast = f(0)\n")
+    module: dict = {}
+    run = cells.run_cell(module, "m.py", source, 5.0, module=True)
+    assert module["last"] == 1  # the annotation is not evaluated: the __future__ import holds
+    assert [type(error) for error in run.errors] == [NameError, ValueError] and run.later_errors == 1
+    cell: dict = {}
+    run = cells.run_cell(cell, "cell 2", source, 5.0)
+    assert "f" not in cell and [type(error) for error in run.errors] == [NameError] and run.later_errors is None
+    exiting: dict = {}
+    run = cells.run_cell(exiting, "m.py", "a = 1\nimport sys\nsys.exit(3)\nb = 2\n", 5.0, module=True)
+    assert "b" not in exiting and run.later_errors is None  # sys.exit ends a module, as in Python
+
+
 def test_loading_stops_at_its_total_time_limit(tmp_path):
     limits = replace(QUICK, cell_timeout_s=5.0, load_timeout_s=0.5)
     namespace, notes = load(tmp_path, "import time\ntime.sleep(0.3)", "time.sleep(0.3)", "late = True", limits=limits)

@@ -13,13 +13,17 @@ same words (the functions below), so that the two graders load a notebook alike.
 
 from __future__ import annotations
 
+import __future__
+import ast
 import contextlib
 import io
 import json
 import linecache
 import signal
 import time
+import types
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn
 
@@ -42,8 +46,13 @@ def where(kind: str, label: str) -> str:
     return label if kind == "notebook" else f"your module ({label})"
 
 
-def raised(where_: str, type_name: str, message: str) -> str:
-    return f"{where_} raised {type_name}: {message}"
+def raised(where_: str, type_name: str, message: str, went_on: int | None = None) -> str:
+    """``went_on``: for a module, how many of its statements after the one that raised did too
+    (each runs: see :func:`run_cell`)."""
+    if went_on is None:
+        return f"{where_} raised {type_name}: {message}"
+    more = f"; {went_on} more raised" if went_on else ""
+    return f"{where_} raised {type_name}: {message} (its other statements ran all the same{more})"
 
 
 def ran_past(cell_timeout_s: float) -> str:
@@ -126,17 +135,19 @@ def run_cells(namespace: dict, loader_file: str) -> None:
         with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed), loading_submission():
             for label, source in spec["cells"]:
                 here, left = where(kind, label), load_timeout_s - (time.monotonic() - started)
-                stood_in, ended = (run_cell(namespace, label, source, min(cell_timeout_s, left)) if left > 0
-                                   else ([], CellTimedOut()))
-                if stood_in:
-                    notes.append(let_through(here, stood_in))
-                if isinstance(ended, CellTimedOut) and cell_timeout_s < left:
+                run = (run_cell(namespace, label, source, min(cell_timeout_s, left), module=kind == "module")
+                       if left > 0 else CellRun(stopped=True))
+                if run.stood_in:
+                    notes.append(let_through(here, run.stood_in))
+                if run.errors:
+                    first = run.errors[0]
+                    notes.append(raised(here, type(first).__name__, clean(exception_message(first), MESSAGE_CHARS),
+                                        went_on=run.later_errors))
+                if run.stopped and cell_timeout_s < left:
                     notes.append(stopped(here, cell_timeout_s))
-                elif isinstance(ended, CellTimedOut):
+                elif run.stopped:
                     notes.append(not_run_after(here, took_too_long(load_timeout_s)))
                     break
-                elif ended is not None:
-                    notes.append(raised(here, type(ended).__name__, clean(exception_message(ended), MESSAGE_CHARS)))
     finally:
         namespace["__name__"] = own_name
         for name in spec["names"]:
@@ -190,13 +201,30 @@ def readable_source(label: str, source: str) -> None:
     linecache.cache[label] = (len(source), None, source.splitlines(keepends=True), label)
 
 
-def run_cell(namespace: dict, label: str, source: str, limit_s: float) -> tuple[list[str], BaseException | None]:
+@dataclass
+class CellRun:
+    """How a cell ran (:func:`run_cell`)."""
+
+    stood_in: list[str] = field(default_factory=list)  # packages not installed here, stood in for
+    errors: list[BaseException] = field(default_factory=list)  # what its statements raised, the first first
+    stopped: bool = False  # it ran past its time limit and was stopped there
+    went_on: bool = False  # a module whose statements after its first error ran
+
+    @property
+    def later_errors(self) -> int | None:
+        """How many of a module's statements after its first error raised too; None where the
+        cell ended at its first error."""
+        return len(self.errors) - 1 if self.went_on else None
+
+
+def run_cell(namespace: dict, label: str, source: str, limit_s: float, *, module: bool = False) -> CellRun:
     """Run one cell into ``namespace`` as both graders do: its source readable
     (:func:`readable_source`), an import of a package not installed here stood in for
     (:func:`run_standing_in`), and stopped once it runs past ``limit_s`` of wall clock by a
-    :class:`CellTimedOut` raised into it: what it defined before then stays, as when a cell
-    raises (a training loop at the end of a module keeps the classes above it). Returns the
-    packages stood in for and what ended the cell (None: it ran to its end)."""
+    :class:`CellTimedOut` raised into it: what it defined before then stays (a training loop at
+    the end of a module keeps the classes above it). A notebook's cell ends at its first error,
+    as in Jupyter; a ``module``'s statements each run, whatever those before them raised, as a
+    notebook's cells do: a script that reads its data file first keeps the classes after it."""
     def alarm(signum, frame):
         raise CellTimedOut
 
@@ -207,13 +235,42 @@ def run_cell(namespace: dict, label: str, source: str, limit_s: float) -> tuple[
     if previous is not None:
         # Then again every second: a cell that catches the first (a bare `except:`) gets another.
         signal.setitimer(signal.ITIMER_REAL, limit_s, 1.0)
+    run = CellRun()
     try:
         readable_source(label, source)
-        return run_standing_in(lambda: exec(compile(source, label, "exec"), namespace))
+        for code in _statements(source, label) if module else (lambda: compile(source, label, "exec"),):
+            stood_in, exc = run_standing_in(lambda: exec(code(), namespace))
+            run.stood_in += stood_in
+            if isinstance(exc, CellTimedOut):
+                run.stopped = True
+                break
+            if exc is not None:
+                run.errors.append(exc)
+                # sys.exit() ends a module where it stands, as Python ends it.
+                if not isinstance(exc, Exception):
+                    break
+                run.went_on = module
+        return run
     finally:
         if previous is not None:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous)
+
+
+def _statements(source: str, label: str) -> list[Callable[[], types.CodeType]]:
+    """A module's top-level statements, each compiled on its own with the module's line numbers
+    and ``__future__`` imports; the whole module as one where it does not parse."""
+    try:
+        tree = ast.parse(source, label)
+    except (SyntaxError, ValueError):
+        return [lambda: compile(source, label, "exec")]
+    flags = 0
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.module == "__future__":
+            for alias in node.names:
+                flags |= getattr(getattr(__future__, alias.name, None), "compiler_flag", 0)
+    return [lambda node=node: compile(ast.Module(body=[node], type_ignores=[]), label, "exec",
+                                      flags=flags, dont_inherit=True) for node in tree.body]
 
 
 def loading_result(directory: Path) -> tuple[list[str], str]:

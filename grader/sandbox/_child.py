@@ -33,8 +33,8 @@ import torch
 import torch.utils._pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from grader.core.cells import STOPPED_CELL_AGAIN_S, CellTimedOut, exception_message, loading_submission, run_cell
-from grader.core.ingest import MAX_SOURCE_BYTES, Program
+from grader.core.cells import STOPPED_CELL_AGAIN_S, exception_message, loading_submission, run_cell
+from grader.core.ingest import MAX_SOURCE_BYTES, Cell, Program
 from grader.core.jupyter_names import give_jupyter_names
 from grader.sandbox import landlock, namespaces, protocol, seccomp
 from grader.sandbox.isolation import Isolation
@@ -80,7 +80,7 @@ def run(
             for index, cell in enumerate(program.cells):
                 if index not in skip:
                     limit_s = STOPPED_CELL_AGAIN_S if index in stopped else limits.cell_timeout_s
-                    _run_cell(sock, index, cell.source, cell.label, namespace, limit_s)
+                    _run_cell(sock, index, cell, namespace, limit_s, module=program.kind == "module")
         protocol.send(sock, {"event": "ready", "offset": _output_offset()})
         _Server(sock, namespace).serve()
     except BaseException:  # the connection is gone or the runtime itself failed
@@ -259,15 +259,18 @@ def _new_namespace(kind: str) -> dict:
     return module.__dict__
 
 
-def _run_cell(sock: socket.socket, index: int, source: str, label: str, namespace: dict, limit_s: float) -> None:
+def _run_cell(sock: socket.socket, index: int, cell: Cell, namespace: dict, limit_s: float, module: bool) -> None:
     protocol.send(sock, {"event": "cell_start", "index": index, "offset": _output_offset()})
-    stood_in, ended = run_cell(namespace, label, source, limit_s)
-    if stood_in:
-        protocol.send(sock, {"event": "cell_stand_ins", "index": index, "packages": stood_in})
-    if isinstance(ended, CellTimedOut):
+    run = run_cell(namespace, cell.label, cell.source, limit_s, module=module)
+    if run.stood_in:
+        protocol.send(sock, {"event": "cell_stand_ins", "index": index, "packages": run.stood_in})
+    if run.went_on:  # the module's statements after its first error ran: its end comes next
+        protocol.send(sock, {"event": "cell_error", "index": index, "went_on": run.later_errors,
+                             **describe_exception(run.errors[0])})
+    if run.stopped:
         protocol.send(sock, {"event": "cell_stopped", "index": index})
-    elif ended is not None:
-        protocol.send(sock, {"event": "cell_error", "index": index, **describe_exception(ended)})
+    elif run.errors and not run.went_on:
+        protocol.send(sock, {"event": "cell_error", "index": index, **describe_exception(run.errors[0])})
     else:
         protocol.send(sock, {"event": "cell_done", "index": index})
 

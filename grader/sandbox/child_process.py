@@ -409,6 +409,7 @@ class _Loading:
         self._last_started = -1
         self._cell_ends = 0.0  # when the running cell is past its limit and the child's own stop
         self._said_stand_ins = False  # whether the running cell has said which packages it stood in for
+        self._said_error = False  # whether the running module has said what its first error was
 
     def follow(self) -> None:
         """Wait for the child to start, then read its events until it is ready; raises Deadline,
@@ -445,14 +446,22 @@ class _Loading:
         if kind == "cell_start" and self.running is None and index > self._last_started and index not in process._skip:
             self.running = self._last_started = index
             self._cell_ends = time.monotonic() + process.limits.cell_timeout_s + CELL_STOP_GRACE_S
-            self._said_stand_ins = False
+            self._said_stand_ins = self._said_error = False
             process._printed_through = max(process._printed_through, index)
-        elif kind == "cell_error" and index == self.running:
+        elif kind == "cell_error" and index == self.running and not self._said_error:
             message = clean(str(event.get("message")), cells.MESSAGE_CHARS)
             if event.get("memory") is True:
                 message = f"{process.limits.describe_memory()} ({message})"
-            process._note(cells.raised(process._where(index), reported_type_name(event.get("type")), message))
-            self.running = None
+            # A module whose statements after its first error ran (cells.run_cell): its end comes next.
+            went_on = event.get("went_on")
+            if went_on is not None and not (process.program.kind == "module" and type(went_on) is int
+                                            and 0 <= went_on <= len(process.program.cells[index].source)):
+                raise ProtocolError(f"unexpected event {clean(str(event), 80)}")
+            process._note(cells.raised(process._where(index), reported_type_name(event.get("type")), message,
+                                       went_on=went_on))
+            self._said_error = went_on is not None
+            if went_on is None:
+                self.running = None
         elif (kind == "cell_stand_ins" and index == self.running and not self._said_stand_ins
               and _package_names(event.get("packages"))):
             self._said_stand_ins = True
