@@ -386,15 +386,21 @@ def _bounded(items: Sequence[str], most: int, separator: str = ", ") -> str:
 def buffer_of(module: Remote, name: str) -> tuple[Any, Callable[[torch.Tensor], None]]:
     """``module``'s buffer ``name`` as its process sends it (None where it has none; check it
     before computing with it), and how to load another value into it: through the state dict
-    where the buffer is in it (copied in place, as a checkpoint is loaded), else set as the
-    attribute: a buffer registered with ``persistent=False`` is what a contract's "registered
-    buffer" allows, and is in no state dict."""
+    where the buffer is in it (copied in place, as a checkpoint is loaded), else registered
+    again with ``persistent=False``, which a contract's "registered buffer" allows and no state
+    dict holds. nn.Module refuses that for a plain attribute of the name, whatever the module
+    says its buffers are (``named_buffers`` is its process's word): then there is none."""
     state = module.method("state_dict")
     if isinstance(state, dict) and name in state:
         return state[name], lambda value: module.method("load_state_dict", {**state, name: value})
-    if name in module.inspect()["buffers"]:
-        return module.attr(name), lambda value: module.method("__setattr__", name, value)
-    return None, lambda value: None
+    try:
+        value = module.attr(name)
+        if not isinstance(value, torch.Tensor):
+            return None, lambda value: None
+        module.method("register_buffer", name, value, False)
+    except StudentException:
+        return None, lambda value: None
+    return value, lambda value: module.method("register_buffer", name, value, False)
 
 
 def expect_computes_with(what: str, module: Any, reference: torch.nn.Module, forward: Callable[[], Any], *,
