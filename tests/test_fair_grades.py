@@ -148,6 +148,16 @@ def test_honest_code_keeps_every_point(grade_source, name):
     assert lost(parts) == {}, [(part.id, part.hints) for part in parts.values() if part.score < part.max_score]
 
 
+def test_a_softmax_written_with_in_place_operators_raises_no_flag(grade_source):
+    # The grader's recorder saw each write before autograd counted it: every in-place step looked
+    # like a change no recorded operator made, "evasive-looking code" for the instructor.
+    source = mutant(as_submission(module_for("01")),
+                    "    exp = torch.exp(x - row_max)\n    return exp / exp.sum(dim=dim, keepdim=True)",
+                    "    z = x.clone()\n    z -= row_max\n    z.exp_()\n    return z / z.sum(dim=dim, keepdim=True)")
+    report = grade_source(source, assignment=ROOT / "assignments" / "01")
+    assert report.score == report.max_score and report.flags == [], report.flags
+
+
 def test_a_module_whose_top_level_trains_past_the_cell_limit_keeps_its_classes(grade_source):
     # As Karpathy's scripts do: the classes, then a training loop that is not under __main__.
     training = ("\nmha = MultiHeadAttention(16, 4)\noptimizer = torch.optim.SGD(mha.parameters(), lr=0.1)\n"

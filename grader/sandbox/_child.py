@@ -517,7 +517,8 @@ class _OpRecorder(TorchDispatchMode):
     def __init__(self, sock: socket.socket, known: list[torch.Tensor]):
         super().__init__()
         self._sock = sock
-        self._versions = {id(tensor): (tensor, tensor._version) for tensor in known}
+        # id -> (tensor, its version, whether the last recorded write may still count once more)
+        self._versions = {id(tensor): (tensor, tensor._version, False) for tensor in known}
         self._evidence: dict[str, None] = {}
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -527,10 +528,15 @@ class _OpRecorder(TorchDispatchMode):
         for tensor in _tensors((args, kwargs)):
             self._check(name, tensor)
         out = func(*args, **kwargs)
-        if func._schema.is_mutable:  # views share their base's version counter: take them all again
-            self._versions = {key: (tensor, tensor._version) for key, (tensor, _) in self._versions.items()}
+        # Autograd counts a write once this returns (outside inference mode), so what shares
+        # memory with a written argument may be one on; views share their base's version
+        # counter: after a write, take them all again.
+        written = {_memory_of(tensor) for tensor in _written(func, args, kwargs)} if func._schema.is_mutable else set()
+        if written:
+            self._versions = {key: (tensor, tensor._version, _memory_of(tensor) in written)
+                              for key, (tensor, _, _) in self._versions.items()}
         for tensor in _tensors(out):
-            self._versions[id(tensor)] = (tensor, tensor._version)
+            self._versions[id(tensor)] = (tensor, tensor._version, bool(written) and _memory_of(tensor) in written)
         return out
 
     def _check(self, name: str, tensor: torch.Tensor) -> None:
@@ -542,7 +548,7 @@ class _OpRecorder(TorchDispatchMode):
             self._note(f"a tensor of shape {shape} was built from Python or numpy data (torch.tensor, as_tensor)")
         elif entry is None and tensor.numel() > 1:
             self._note(f"{name} received a tensor of shape {shape} that no recorded operator made")
-        elif entry is not None and entry[1] != tensor._version:
+        elif entry is not None and not _same_version(entry, tensor):
             self._note(f"{name} received a tensor of shape {shape} changed in place by no recorded operator")
 
     def _note(self, evidence: str) -> None:
@@ -560,7 +566,7 @@ class _OpRecorder(TorchDispatchMode):
             entry = self._versions.get(id(tensor))
             if entry is None:
                 self._note(f"the returned tensor of shape {tuple(tensor.shape)} was made by no recorded operator")
-            elif entry[1] != tensor._version:
+            elif not _same_version(entry, tensor):
                 self._note(f"the returned tensor of shape {tuple(tensor.shape)} was changed in place by no "
                            "recorded operator")
         current = torch.utils._python_dispatch._get_current_dispatch_mode()
@@ -678,6 +684,30 @@ def _module_of(cls: type) -> object:
         return _TYPE_MODULE.__get__(cls, type)
     except Exception:  # noqa: BLE001 - a class that has none
         return None
+
+
+def _same_version(entry: tuple[torch.Tensor, int, bool], tensor: torch.Tensor) -> bool:
+    """Whether ``tensor`` is as the recorder last saw it (``entry``)."""
+    _, version, may_count_once_more = entry
+    return tensor._version == version or (may_count_once_more and tensor._version == version + 1)
+
+
+def _memory_of(tensor: torch.Tensor) -> int:
+    """Where ``tensor``'s elements live, the same for every view of it (its own id where it has
+    no storage to ask: a sparse tensor)."""
+    try:
+        return tensor.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError, TypeError):
+        return id(tensor)
+
+
+def _written(func, args: tuple, kwargs: dict) -> list[torch.Tensor]:
+    """The tensors an operator writes to, as its schema says (``self`` of ``add_``, ``out=``)."""
+    arguments = func._schema.arguments
+    given = [*zip(arguments, args), *((argument, kwargs[argument.name]) for argument in arguments
+                                       if argument.kwarg_only and argument.name in kwargs)]
+    return [tensor for argument, value in given if argument.alias_info is not None and argument.alias_info.is_write
+            for tensor in _tensors(value)]
 
 
 def _tensors(tree) -> list[torch.Tensor]:
