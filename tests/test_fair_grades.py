@@ -193,6 +193,18 @@ def test_a_notebook_downloaded_as_a_py_grades_as_the_notebook(grade_source):
 
 # ---- one mistake, one cost, in its own part ---------------------------------------------------
 
+
+# The fill is the student's choice: -1e9, as the Annotated Transformer writes it, leaves a row
+# whose every key is masked finite where -inf makes it nan, and the mistake is still this one.
+@pytest.mark.parametrize("assignment_id, part_id", [("01", "scaled_dot_product_attention"),
+                                                    ("03", "MultiHeadAttention")])
+def test_a_mask_inverted_with_a_finite_fill_is_named_and_costs_the_rubrics_points(grade_source, assignment_id,
+                                                                                  part_id):
+    parts = graded(grade_source, assignment_id,
+                   ('scores = scores.masked_fill(~mask, float("-inf"))', "scores = scores.masked_fill(mask, -1e9)"))
+    assert lost(parts) == {part_id: 3}, [(part.id, part.hints) for part in parts.values()]
+    assert parts[part_id].hint.startswith("mask inverted"), parts[part_id].hint
+
 def test_pieces_that_hard_code_their_dropout_cost_points_in_each_piece_and_not_in_the_block(grade_source):
     # Values are compared in eval mode: the block's exact wiring keeps its points.
     inits = ("torch.tril(torch.ones(context_length, context_length, dtype=torch.bool)))",

@@ -542,9 +542,24 @@ def _matching_mistake(got: torch.Tensor, mistakes: Mistakes, atol: float, rtol: 
     """The first of ``mistakes`` (its key, a :class:`~grader.core.hints.Mistake` where the
     contract names it) whose value ``got`` matches."""
     for hint, candidate in mistakes.items():
-        if is_close(got, candidate() if callable(candidate) else candidate, atol=atol, rtol=rtol):
+        if _matches_mistake(got, candidate() if callable(candidate) else candidate, atol, rtol):
             return hint
     return None
+
+
+def _matches_mistake(got: torch.Tensor, candidate: Any, atol: float, rtol: float) -> bool:
+    """``got`` is ``candidate``, a mistake's value, within tolerance; where the mistake gives nan
+    (a row whose every score it masks, filled with -inf), any value: the same mistake with
+    masked scores filled with -1e9, or masked by torch.where, gives a finite row there. At
+    least half of the candidate must be finite, so a mistake that is nan throughout names nothing."""
+    if is_close(got, candidate, atol=atol, rtol=rtol):
+        return True
+    if not (isinstance(got, torch.Tensor) and isinstance(candidate, torch.Tensor)
+            and tuple(got.shape) == tuple(candidate.shape) and candidate.is_floating_point()):
+        return False
+    finite = ~torch.isnan(candidate.detach().cpu())
+    return (bool(finite.any()) and 2 * int(finite.sum()) >= finite.numel()
+            and _close(got.detach().cpu()[finite], candidate.detach().cpu()[finite], atol, rtol))
 
 
 def _representation_hint(got: torch.Tensor, want: torch.Tensor, mistakes: Mistakes, atol: float,
