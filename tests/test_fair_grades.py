@@ -178,6 +178,17 @@ def test_a_script_that_reads_its_data_file_first_keeps_the_classes_after_it(grad
                                          "[Errno 2] No such file or directory: 'input.txt'", went_on=1)]
 
 
+def test_a_part_whose_definition_never_ran_is_told_so_not_that_it_is_missing(grade_source):
+    source = mutant(as_submission(module_for("03")), "def combine_heads(",
+                    "@torch.jit.not_a_decorator\ndef combine_heads(")
+    parts = graded(grade_source, "03", ("def combine_heads(", "@torch.jit.not_a_decorator\ndef combine_heads("))
+    assert parts["combine_heads"].hint == hints.NOT_DEFINED_WHEN_LOADED
+    line = source.splitlines().index("@torch.jit.not_a_decorator") + 2  # the def's own line
+    assert all(f"submission.py line {line} defines it" in test.message for test in parts["combine_heads"].tests)
+    renamed = graded(grade_source, "03", ("def combine_heads(", "def combine_heads_v2("))
+    assert renamed["combine_heads"].hint == hints.NOT_FOUND
+
+
 def test_a_notebook_downloaded_as_a_py_grades_as_the_notebook(grade_source):
     # nbconvert turns each magic into a call of get_ipython(); a %%time cell's body is a string.
     exported = ("get_ipython().system('pip install -q einops')\n"

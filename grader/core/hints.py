@@ -31,6 +31,8 @@ def contract_mistake(hint: str | None) -> str | None:
 
 NOT_IMPLEMENTED = "not implemented: the stub still raises NotImplementedError"
 NOT_FOUND = "not found: the submission does not define it"
+# Its code defines it, but the definition never ran: a cell before it raised or was stopped.
+NOT_DEFINED_WHEN_LOADED = "not defined once your code had loaded, though it defines it: see the notes below"
 
 # Attention mistakes that several assignments grade (01's attention, 02's CausalSelfAttention,
 # 03's MultiHeadAttention): one wording wherever they can occur. Suites take them from grader.suite.

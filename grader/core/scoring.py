@@ -36,7 +36,7 @@ from grader.core import hints
 from grader.core.report import Outcome, PartResult, Rule, ScoredBy, TestResult
 
 # When every failing test of a part says the same of these, it is the part's hint.
-_WHOLE_PART_HINTS = (hints.NOT_FOUND, hints.NOT_IMPLEMENTED)
+_WHOLE_PART_HINTS = (hints.NOT_FOUND, hints.NOT_DEFINED_WHEN_LOADED, hints.NOT_IMPLEMENTED)
 MAX_HINTS = 2  # the report schema's bound: a headline and one more
 
 

@@ -46,7 +46,8 @@ def classify(exc: BaseException | None, part: str = "", *, quote: bool = True) -
     if isinstance(exc, CheckFailed):
         return Verdict(Outcome.FAILED, exc.message, exc.hint, tuple(exc.flags), mistake=exc.mistake)
     if isinstance(exc, StudentNotFound):
-        return Verdict(Outcome.FAILED, str(exc), hints.NOT_FOUND)
+        return Verdict(Outcome.FAILED, str(exc), hints.NOT_FOUND if exc.defined_at is None
+                       else hints.NOT_DEFINED_WHEN_LOADED)
     if isinstance(exc, StudentException) and exc.stub:
         other = hints.another_parts_stub(exc.message, part, exc.stub_owner, quote=quote)
         if other:
@@ -247,7 +248,8 @@ def _worth_rerunning(verdict: Verdict | None) -> bool:
     """A test that failed for the student's code, where a used part may be the cause: not one
     that passed, was skipped or failed inside the grader, nor the part's own stub."""
     return (verdict is not None and verdict.outcome in (Outcome.FAILED, Outcome.ERROR, Outcome.TIMEOUT)
-            and not verdict.internal and verdict.hint not in (hints.NOT_IMPLEMENTED, hints.NOT_FOUND))
+            and not verdict.internal
+            and verdict.hint not in (hints.NOT_IMPLEMENTED, hints.NOT_FOUND, hints.NOT_DEFINED_WHEN_LOADED))
 
 
 def _answers_of(item: pytest.Item | None) -> str | None:

@@ -41,9 +41,14 @@ class StudentException(StudentError):
 
 
 class StudentNotFound(StudentError):
-    def __init__(self, name: str):
-        self.name = name
-        super().__init__(f"not found: your submission does not define `{name}`")
+    """``defined_at``: where the submission's source defines the name (its definition never
+    ran), else None."""
+
+    def __init__(self, name: str, defined_at: str | None = None):
+        self.name, self.defined_at = name, defined_at
+        super().__init__(f"not found: your submission does not define `{name}`" if defined_at is None else
+                         f"`{name}` was not defined once your code had loaded, though {defined_at} defines it: "
+                         "that definition did not run, or did not finish (see the notes)")
 
 
 class StudentTimeout(StudentError):

@@ -43,6 +43,7 @@ from grader.sandbox.limits import Limits
 from grader.sandbox.protocol import Handle, Status, is_shape
 from grader.sandbox.reference_timing import Construction, device_of, reference_seconds, seconds_of
 from grader.sandbox.zygote import Zygote
+from grader.source.parsed import ParsedSource
 
 # A call whose operators may have run without the recording (the report's flag kind).
 UNRECORDED_OPERATORS = "unrecorded-operators"
@@ -242,6 +243,19 @@ class StudentSession:
 
     # ---- internals -------------------------------------------------------------------------
 
+    def _definition_of(self, name: str) -> str | None:
+        """Where the program's source defines ``name`` at its top level ("cell 4, line 2"), for
+        a name its process does not hold; None where it defines it nowhere."""
+        parsed = self._parsed
+        for statement in parsed.statements:
+            if name in statement.binds:
+                return parsed.where(statement.cell, statement.node.lineno)
+        return None
+
+    @functools.cached_property
+    def _parsed(self) -> ParsedSource:
+        return ParsedSource(self._process.program)
+
     def _backward(self, target: str | dict, label: str, args, kwargs, grad_output,
                   owner: RemoteObject | None = None) -> Backward:
         header = {"op": "backward", "target": target}
@@ -318,7 +332,8 @@ class StudentSession:
         if status == Status.OK:
             return self._wrap(value)
         if status == Status.NOT_FOUND:
-            raise StudentNotFound(clean(str(reply.get("name", label)), TYPE_NAME_CHARS))
+            name = clean(str(reply.get("name", label)), TYPE_NAME_CHARS)
+            raise StudentNotFound(name, self._definition_of(name))
         if status == Status.EXCEPTION:
             step = reply.get("step")
             label = steps[step] if isinstance(step, str) and steps and step in steps else label
