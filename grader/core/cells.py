@@ -208,7 +208,7 @@ class CellRun:
     stood_in: list[str] = field(default_factory=list)  # packages not installed here, stood in for
     errors: list[BaseException] = field(default_factory=list)  # what its statements raised, the first first
     stopped: bool = False  # it ran past its time limit and was stopped there
-    went_on: bool = False  # a module whose statements after its first error ran
+    went_on: bool = False  # a module with statements after its first error, which ran
 
     @property
     def later_errors(self) -> int | None:
@@ -239,6 +239,7 @@ def run_cell(namespace: dict, label: str, source: str, limit_s: float, *, module
     try:
         readable_source(label, source)
         for code in _statements(source, label) if module else (lambda: compile(source, label, "exec"),):
+            run.went_on = bool(run.errors)
             stood_in, exc = run_standing_in(lambda: exec(code(), namespace))
             run.stood_in += stood_in
             if isinstance(exc, CellTimedOut):
@@ -246,10 +247,8 @@ def run_cell(namespace: dict, label: str, source: str, limit_s: float, *, module
                 break
             if exc is not None:
                 run.errors.append(exc)
-                # sys.exit() ends a module where it stands, as Python ends it.
-                if not isinstance(exc, Exception):
+                if not isinstance(exc, Exception):  # sys.exit() ends a module where it stands, as in Python
                     break
-                run.went_on = module
         return run
     finally:
         if previous is not None:
