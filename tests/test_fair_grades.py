@@ -169,6 +169,16 @@ def test_a_module_whose_top_level_trains_past_the_cell_limit_keeps_its_classes(g
     assert report.notes == [cells.stopped("your module (submission.py)", TEST_LIMITS.cell_timeout_s)]
 
 
+def test_a_long_loop_before_the_last_class_of_a_module_keeps_that_class(grade_source):
+    # A notebook exported as a .py, its benchmark cell before the MultiHeadAttention cell: a
+    # module's top-level statements are its cells, each with the cell's time limit.
+    source = mutant(as_submission(module_for("03")), "class MultiHeadAttention(",
+                    "for step in range(10**9):\n    torch.randn(4, 4).sum()\n\n\nclass MultiHeadAttention(")
+    report = grade_source(source)
+    assert report.score == report.max_score, [(part.id, part.hints) for part in report.parts]
+    assert report.notes == [cells.stopped("your module (submission.py)", TEST_LIMITS.cell_timeout_s)]
+
+
 def test_a_script_that_reads_its_data_file_first_keeps_the_classes_after_it(grade_source):
     # Karpathy's gpt.py opens input.txt at its top; the grader has no such file.
     data = "with open('input.txt') as f:\n    text = f.read()\nchars = sorted(set(text))\n"

@@ -11,7 +11,7 @@ import pytest
 
 from grader.core import cells
 from grader.core.ingest import Cell, Program
-from grader.core.not_installed import _FINDER, run_standing_in
+from grader.core.not_installed import _FINDER, MAX_PER_CELL, run_standing_in
 from reference import as_submission, module_for
 from tests.conftest import assert_mistake_named, mutant, notebook_text, part
 
@@ -68,6 +68,19 @@ def test_an_installed_package_missing_a_submodule_and_other_errors_end_the_cell_
         assert stood_in == [] and type(exc) is error, source
 
 
+def test_a_missing_portion_of_a_namespace_package_is_stood_in_for(absent, tmp_path, monkeypatch):
+    # google.colab beside protobuf's google: a namespace package that other distributions share.
+    shared = absent()
+    (tmp_path / shared / "installed").mkdir(parents=True)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    namespace: dict = {}
+    stood_in, exc = run(f"from {shared}.colab import drive\nafter = 1", namespace)
+    assert (stood_in, exc, namespace["after"]) == ([f"{shared}.colab"], None, 1)
+    with pytest.raises(ModuleNotFoundError, match=f"No module named '{shared}.colab'"):
+        namespace["drive"].mount("/content/drive")
+    _FINDER.packages.discard(f"{shared}.colab")
+
+
 def test_a_name_the_grader_refuses_is_not_stood_in_for(absent):
     hidden = absent()
 
@@ -112,6 +125,16 @@ def test_a_correct_module_and_notebook_that_import_a_missing_package_keep_every_
     first, rest = f"%matplotlib inline\nimport {PLOTS}.pyplot as plt\nimport torch", REFERENCE_03
     report = grade_source(notebook_text(first, rest), suffix=".ipynb")
     assert report.score == report.max_score, [(p.id, p.hint) for p in report.parts]
+
+
+@pytest.mark.slow
+def test_a_module_with_more_missing_packages_than_a_cell_may_stand_in_for_is_still_graded(grade_source):
+    imports = "".join(f"import {PLOTS}_{n}\n" for n in range(MAX_PER_CELL + 1))
+    report = grade_source(imports + REFERENCE_03)
+    assert report.score == report.max_score, [(p.id, p.hint) for p in report.parts]
+    let_through, raised = report.notes
+    assert let_through.startswith("your module (submission.py) imports") and f"{PLOTS}_{MAX_PER_CELL - 1}," in let_through
+    assert raised.startswith(f"your module (submission.py) raised ModuleNotFoundError: No module named '{PLOTS}_8'")
 
 
 @pytest.mark.slow

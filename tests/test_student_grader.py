@@ -69,6 +69,22 @@ def test_a_modules_statements_each_run_and_a_notebook_cell_ends_at_its_first_err
     assert "b" not in exiting and run.later_errors is None  # sys.exit ends a module, as in Python
 
 
+def test_a_later_process_skips_the_statements_an_earlier_one_was_stopped_in():
+    source = "a = 1\nwhile True:\n    pass\nb = 2\n"
+    first: dict = {}
+    run = cells.run_cell(first, "m.py", source, 0.3, module=True)
+    assert run.stopped == [1] and first["b"] == 2  # a module goes on after a stopped statement
+    again: dict = {}
+    assert cells.run_cell(again, "m.py", source, 0.3, module=True, skip=run.stopped).stopped == []
+    assert again == {**again, "a": 1, "b": 2}
+    cell: dict = {}
+    run = cells.run_cell(cell, "cell 3", source, 0.3)
+    assert run.stopped == [1] and cell["a"] == 1 and "b" not in cell  # a notebook's cell ends where it was stopped
+    cell = {}
+    assert cells.run_cell(cell, "cell 3", source, 0.3, skip=run.stopped).stopped == []
+    assert cell["a"] == 1 and "b" not in cell  # and a later process runs only what came before the stop
+
+
 def test_loading_stops_at_its_total_time_limit(tmp_path):
     limits = replace(QUICK, cell_timeout_s=5.0, load_timeout_s=0.5)
     namespace, notes = load(tmp_path, "import time\ntime.sleep(0.3)", "time.sleep(0.3)", "late = True", limits=limits)

@@ -22,20 +22,16 @@ import linecache
 import signal
 import time
 import types
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn
 
 from grader.core.ingest import Program
 from grader.core.jupyter_names import give_jupyter_names
-from grader.core.not_installed import run_standing_in
+from grader.core.not_installed import MAX_PER_CELL, run_standing_in
 from grader.core.sanitize import clean
 
-# A cell stopped at its time limit runs again in each later student process of the same
-# grading (a restart after a crash or an answer), each time stopped this soon: what it defines
-# before its long part (the classes above a training loop) comes in its first moments.
-STOPPED_CELL_AGAIN_S = 2.0
 SPEC, NOTES, OUTPUT = "cells.json", "cells-notes.json", "cells-output.txt"  # beside the loader module
 MESSAGE_CHARS = 300
 OUTPUT_CHARS = 20_000
@@ -136,7 +132,7 @@ def run_cells(namespace: dict, loader_file: str) -> None:
             for label, source in spec["cells"]:
                 here, left = where(kind, label), load_timeout_s - (time.monotonic() - started)
                 run = (run_cell(namespace, label, source, min(cell_timeout_s, left), module=kind == "module")
-                       if left > 0 else CellRun(stopped=True))
+                       if left > 0 else CellRun(stopped=[0]))
                 if run.stood_in:
                     notes.append(let_through(here, run.stood_in))
                 if run.errors:
@@ -207,7 +203,7 @@ class CellRun:
 
     stood_in: list[str] = field(default_factory=list)  # packages not installed here, stood in for
     errors: list[BaseException] = field(default_factory=list)  # what its statements raised, the first first
-    stopped: bool = False  # it ran past its time limit and was stopped there
+    stopped: list[int] = field(default_factory=list)  # its top-level statements stopped at the time limit
     went_on: bool = False  # a module with statements after its first error, which ran
 
     @property
@@ -217,14 +213,19 @@ class CellRun:
         return len(self.errors) - 1 if self.went_on else None
 
 
-def run_cell(namespace: dict, label: str, source: str, limit_s: float, *, module: bool = False) -> CellRun:
+def run_cell(namespace: dict, label: str, source: str, limit_s: float, *, module: bool = False,
+             skip: Collection[int] = ()) -> CellRun:
     """Run one cell into ``namespace`` as both graders do: its source readable
     (:func:`readable_source`), an import of a package not installed here stood in for
     (:func:`run_standing_in`), and stopped once it runs past ``limit_s`` of wall clock by a
-    :class:`CellTimedOut` raised into it: what it defined before then stays (a training loop at
-    the end of a module keeps the classes above it). A notebook's cell ends at its first error,
-    as in Jupyter; a ``module``'s statements each run, whatever those before them raised, as a
-    notebook's cells do: a script that reads its data file first keeps the classes after it."""
+    :class:`CellTimedOut` raised into it: what it defined before then stays.
+
+    A notebook's cell ends at its first error or stop, as in Jupyter. A ``module``'s top-level
+    statements are its cells: each has ``limit_s`` and runs whatever those before it raised or
+    ran into (a script that reads its data file first, or trains before its last classes, keeps
+    them); ``sys.exit()`` still ends it. ``skip``: the statements an earlier student process of
+    the same grading was stopped in (:attr:`CellRun.stopped`), which a later one skips, with
+    the rest of a notebook's cell, so that every process holds what the first one did."""
     def alarm(signum, frame):
         raise CellTimedOut
 
@@ -232,22 +233,25 @@ def run_cell(namespace: dict, label: str, source: str, limit_s: float, *, module
         previous = signal.signal(signal.SIGALRM, alarm)
     except ValueError:  # not the main thread: no alarm can be set, so no time limit
         previous = None
-    if previous is not None:
-        # Then again every second: a cell that catches the first (a bare `except:`) gets another.
-        signal.setitimer(signal.ITIMER_REAL, limit_s, 1.0)
     run = CellRun()
     try:
         readable_source(label, source)
-        for code in _statements(source, label) if module else (lambda: compile(source, label, "exec"),):
+        for index, code in enumerate(_statements(source, label)):
+            if index in skip or (not module and skip and index > min(skip)):
+                continue
+            if previous is not None and (module or index == 0):
+                # Then again every second: a cell that catches the first (a bare `except:`) gets another.
+                signal.setitimer(signal.ITIMER_REAL, limit_s, 1.0)
             run.went_on = bool(run.errors)
-            stood_in, exc = run_standing_in(lambda: exec(code(), namespace))
+            stood_in, exc = run_standing_in(lambda: exec(code(), namespace), MAX_PER_CELL - len(run.stood_in))
             run.stood_in += stood_in
             if isinstance(exc, CellTimedOut):
-                run.stopped = True
-                break
-            if exc is not None:
+                run.stopped.append(index)
+                if not module:
+                    break
+            elif exc is not None:
                 run.errors.append(exc)
-                if not isinstance(exc, Exception):  # sys.exit() ends a module where it stands, as in Python
+                if not (module and isinstance(exc, Exception)):  # sys.exit() ends a module, as in Python
                     break
         return run
     finally:
@@ -257,8 +261,9 @@ def run_cell(namespace: dict, label: str, source: str, limit_s: float, *, module
 
 
 def _statements(source: str, label: str) -> list[Callable[[], types.CodeType]]:
-    """A module's top-level statements, each compiled on its own with the module's line numbers
-    and ``__future__`` imports; the whole module as one where it does not parse."""
+    """A cell's top-level statements, each compiled on its own with the cell's line numbers and
+    ``__future__`` imports (so that a stop is known by its statement); the whole cell as one
+    where it does not parse."""
     try:
         tree = ast.parse(source, label)
     except (SyntaxError, ValueError):

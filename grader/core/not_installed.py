@@ -27,18 +27,19 @@ from typing import NoReturn
 MAX_PER_CELL = 8  # packages stood in for in one cell: each costs the cell another run
 
 
-def run_standing_in(run: Callable[[], None]) -> tuple[list[str], BaseException | None]:
+def run_standing_in(run: Callable[[], None], allowed: int = MAX_PER_CELL) -> tuple[list[str], BaseException | None]:
     """Run a cell (``run``), again each time it ends on an import of a package that is not
-    installed here, with a stand-in for it. Returns the packages stood in for, in order, and
-    what the last run raised (None: it ran to its end). The cell runs from its start each time:
-    its statements before the import ran twice, as after a rerun in Jupyter."""
+    installed here, with a stand-in for it, at most ``allowed`` times. Returns the packages
+    stood in for, in order, and what the last run raised (None: it ran to its end). The cell
+    runs from its start each time: its statements before the import ran twice, as after a
+    rerun in Jupyter."""
     stood_in: list[str] = []
     while True:
         try:
             run()
         except BaseException as exc:  # noqa: BLE001 - SystemExit and KeyboardInterrupt end a cell too
             package = _not_installed(exc)
-            if package is None or len(stood_in) >= MAX_PER_CELL:
+            if package is None or len(stood_in) >= allowed:
                 return stood_in, exc
             if _FINDER not in sys.meta_path:  # the last finder: anything installed comes first
                 sys.meta_path.append(_FINDER)
@@ -49,24 +50,35 @@ def run_standing_in(run: Callable[[], None]) -> tuple[list[str], BaseException |
 
 
 def valid_package_name(name: object) -> bool:
-    """Whether ``name`` could be what :func:`run_standing_in` returns: a top-level module's name."""
-    return type(name) is str and 0 < len(name) <= 100 and name.isidentifier()
+    """Whether ``name`` could be what :func:`run_standing_in` returns: a module's dotted name."""
+    return (type(name) is str and 0 < len(name) <= 100 and name.isascii()
+            and all(part.isidentifier() for part in name.split(".")))
 
 
 def _not_installed(exc: BaseException) -> str | None:
-    """The top-level package ``exc`` says is missing, if no finder here has it and no stand-in
-    stands for it yet."""
-    if type(exc) is not ModuleNotFoundError or not valid_package_name(exc.name) or exc.name in _FINDER.packages:
+    """The package ``exc`` says is missing, if no finder here has it and no stand-in stands for
+    it yet: a top-level one, or a portion of a namespace package that other distributions
+    share (``google.colab`` beside protobuf's ``google``)."""
+    name = exc.name if type(exc) is ModuleNotFoundError else None
+    if not valid_package_name(name) or _FINDER.stands_for(name):
         return None
+    parent, _, _ = name.rpartition(".")
+    if parent and not _is_namespace_package(sys.modules.get(parent)):
+        return None  # a module an installed package lacks (torch.not_a_module): a mistake of the code's
     try:
-        found = importlib.util.find_spec(exc.name)
+        found = importlib.util.find_spec(name)
     except (ImportError, ValueError):  # a name the grader refuses (its reference): never stood in for
         return None
-    return exc.name if found is None else None
+    return name if found is None else None
+
+
+def _is_namespace_package(module: types.ModuleType | None) -> bool:
+    return module is not None and getattr(module, "__file__", None) is None and hasattr(module, "__path__")
 
 
 def _fail(name: str) -> NoReturn:
-    package = name.split(".")[0]
+    package = next((package for package in _FINDER.packages if name == package or name.startswith(package + ".")),
+                   name.split(".")[0])
     raise ModuleNotFoundError(f"No module named {package!r} where your code is graded: importing it was let "
                               f"through, using it ({name}) is not", name=package)
 
@@ -118,10 +130,11 @@ class _StandInFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def __init__(self) -> None:
         self.packages: set[str] = set()
 
+    def stands_for(self, name: str) -> bool:
+        return any(name == package or name.startswith(package + ".") for package in self.packages)
+
     def find_spec(self, name: str, path: object = None, target: object = None) -> importlib.machinery.ModuleSpec | None:
-        if name.split(".")[0] not in self.packages:
-            return None
-        return importlib.util.spec_from_loader(name, self, is_package=True)
+        return importlib.util.spec_from_loader(name, self, is_package=True) if self.stands_for(name) else None
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
         return _MissingModule(spec.name)

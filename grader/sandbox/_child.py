@@ -33,7 +33,7 @@ import torch
 import torch.utils._pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from grader.core.cells import STOPPED_CELL_AGAIN_S, exception_message, loading_submission, run_cell
+from grader.core.cells import exception_message, loading_submission, run_cell
 from grader.core.ingest import MAX_SOURCE_BYTES, Cell, Program
 from grader.core.jupyter_names import give_jupyter_names
 from grader.sandbox import landlock, namespaces, protocol, seccomp
@@ -74,13 +74,14 @@ def run(
         protocol.send(sock, {"event": "started"})  # the program's time limits count from here
         message, _ = protocol.recv(sock, max_header=PROGRAM_MESSAGE_BYTES, max_payload=0)
         program = Program.from_dict(message["program"])
-        skip, stopped = frozenset(message["skip"]), frozenset(message["stopped"])
+        skip = frozenset(message["skip"])
+        stopped = {int(index): frozenset(statements) for index, statements in message["stopped"].items()}
         namespace = _new_namespace(program.kind)
         with loading_submission():
             for index, cell in enumerate(program.cells):
                 if index not in skip:
-                    limit_s = STOPPED_CELL_AGAIN_S if index in stopped else limits.cell_timeout_s
-                    _run_cell(sock, index, cell, namespace, limit_s, module=program.kind == "module")
+                    _run_cell(sock, index, cell, namespace, limits.cell_timeout_s, module=program.kind == "module",
+                              skip=stopped.get(index, frozenset()))
         protocol.send(sock, {"event": "ready", "offset": _output_offset()})
         _Server(sock, namespace).serve()
     except BaseException:  # the connection is gone or the runtime itself failed
@@ -259,16 +260,17 @@ def _new_namespace(kind: str) -> dict:
     return module.__dict__
 
 
-def _run_cell(sock: socket.socket, index: int, cell: Cell, namespace: dict, limit_s: float, module: bool) -> None:
+def _run_cell(sock: socket.socket, index: int, cell: Cell, namespace: dict, limit_s: float, module: bool,
+              skip: frozenset[int]) -> None:
     protocol.send(sock, {"event": "cell_start", "index": index, "offset": _output_offset()})
-    run = run_cell(namespace, cell.label, cell.source, limit_s, module=module)
+    run = run_cell(namespace, cell.label, cell.source, limit_s, module=module, skip=skip)
     if run.stood_in:
         protocol.send(sock, {"event": "cell_stand_ins", "index": index, "packages": run.stood_in})
     if run.went_on:  # the module's statements after its first error ran: its end comes next
         protocol.send(sock, {"event": "cell_error", "index": index, "went_on": run.later_errors,
                              **describe_exception(run.errors[0])})
     if run.stopped:
-        protocol.send(sock, {"event": "cell_stopped", "index": index})
+        protocol.send(sock, {"event": "cell_stopped", "index": index, "statements": run.stopped})
     elif run.errors and not run.went_on:
         protocol.send(sock, {"event": "cell_error", "index": index, **describe_exception(run.errors[0])})
     else:
@@ -527,16 +529,18 @@ class _OpRecorder(TorchDispatchMode):
         kwargs = kwargs or {}
         for tensor in _tensors((args, kwargs)):
             self._check(name, tensor)
+        if name == "aten::set_" and len(args) > 1:  # its writes move a counter of its own, not the owner's
+            self._note(f"a tensor of shape {tuple(args[0].shape)} was pointed at another tensor's memory (set_)")
         out = func(*args, **kwargs)
-        # Autograd counts a write once this returns (outside inference mode), so what shares
-        # memory with a written argument may be one on; views share their base's version
-        # counter: after a write, take them all again.
-        written = {_memory_of(tensor) for tensor in _written(func, args, kwargs)} if func._schema.is_mutable else set()
+        # Autograd counts a write once this returns (outside inference mode), so a written
+        # argument, and every view of its base (they share its version counter), may be one on;
+        # not another tensor over the same memory (`set_`), whose counter is its own.
+        written = {id(_base(tensor)) for tensor in _written(func, args, kwargs)} if func._schema.is_mutable else set()
         if written:
-            self._versions = {key: (tensor, tensor._version, _memory_of(tensor) in written)
+            self._versions = {key: (tensor, tensor._version, id(_base(tensor)) in written)
                               for key, (tensor, _, _) in self._versions.items()}
         for tensor in _tensors(out):
-            self._versions[id(tensor)] = (tensor, tensor._version, bool(written) and _memory_of(tensor) in written)
+            self._versions[id(tensor)] = (tensor, tensor._version, id(_base(tensor)) in written)
         return out
 
     def _check(self, name: str, tensor: torch.Tensor) -> None:
@@ -692,13 +696,9 @@ def _same_version(entry: tuple[torch.Tensor, int, bool], tensor: torch.Tensor) -
     return tensor._version == version or (may_count_once_more and tensor._version == version + 1)
 
 
-def _memory_of(tensor: torch.Tensor) -> int:
-    """Where ``tensor``'s elements live, the same for every view of it (its own id where it has
-    no storage to ask: a sparse tensor)."""
-    try:
-        return tensor.untyped_storage().data_ptr()
-    except (RuntimeError, NotImplementedError, TypeError):
-        return id(tensor)
+def _base(tensor: torch.Tensor) -> torch.Tensor:
+    """The tensor whose version counter ``tensor`` shares: its base if it is a view."""
+    return tensor._base if tensor._base is not None else tensor
 
 
 def _written(func, args: tuple, kwargs: dict) -> list[torch.Tensor]:

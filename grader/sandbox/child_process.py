@@ -15,6 +15,7 @@ What a request asks for, and what a suite may ask, is :mod:`grader.sandbox.sessi
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import select
@@ -43,6 +44,7 @@ STARTUP_TIMEOUT_S = 60.0
 # How long past its limit a cell may run before its child is killed: the child stops the cell
 # itself at the limit, at the next Python instruction (a torch operator finishes first).
 CELL_STOP_GRACE_S = 2.0
+MAX_STOPPED_STATEMENTS = 50  # in one cell (a module's top level): each took a cell's time limit
 # A call's time limit is CPU time; how long the grader waits for its answer, whatever the CPU
 # does (a sleep uses none), is this many seconds per second of the limit: room for a machine
 # three times oversubscribed.
@@ -67,7 +69,8 @@ class ChildProcess:
         self.limits = limits
         self._child: Child | None = None
         self._skip: set[int] = set()
-        self._stopped: set[int] = set()  # cells the child stopped at their limit: shorter in the next child
+        # Cell -> its top-level statements a child stopped at the time limit: the next child skips them.
+        self._stopped: dict[int, list[int]] = {}
         self._notes: list[str] = []
         self._notes_dropped = 0
         for note in program.notes:
@@ -259,7 +262,8 @@ class ChildProcess:
             child = loading.child
             try:
                 protocol.send(child.sock, {"program": self.program.to_dict(), "skip": sorted(self._skip),
-                                           "stopped": sorted(self._stopped)},
+                                           "stopped": {str(index): statements
+                                                       for index, statements in self._stopped.items()}},
                               deadline=loading.started + STARTUP_TIMEOUT_S)
                 loading.follow()
                 self._printed_through = len(self.program.cells)
@@ -445,7 +449,10 @@ class _Loading:
             raise ProtocolError(f"unexpected event {clean(str(event), 80)}")
         if kind == "cell_start" and self.running is None and index > self._last_started and index not in process._skip:
             self.running = self._last_started = index
-            self._cell_ends = time.monotonic() + process.limits.cell_timeout_s + CELL_STOP_GRACE_S
+            # A module's top-level statements each have the cell's limit, which the child keeps:
+            # the load's limit bounds them all here.
+            self._cell_ends = (time.monotonic() + process.limits.cell_timeout_s + CELL_STOP_GRACE_S
+                               if process.program.kind == "notebook" else math.inf)
             self._said_stand_ins = self._said_error = False
             process._printed_through = max(process._printed_through, index)
         elif kind == "cell_error" and index == self.running and not self._said_error:
@@ -466,9 +473,10 @@ class _Loading:
               and _package_names(event.get("packages"))):
             self._said_stand_ins = True
             process._note(cells.let_through(process._where(index), event["packages"]))
-        elif kind == "cell_stopped" and index == self.running:
+        elif kind == "cell_stopped" and index == self.running and _statement_numbers(event.get("statements"), process,
+                                                                                    index):
             process._note(cells.stopped(process._where(index), process.limits.cell_timeout_s))
-            process._stopped.add(index)
+            process._stopped.setdefault(index, sorted(set(event["statements"])))
             self.running = None
         elif kind == "cell_done" and index == self.running:
             self.running = None
@@ -484,6 +492,14 @@ class _Loading:
             "load": cells.took_too_long(limits.load_timeout_s),
             "budget": f"ran past the total time limit of {limits.student_time_s:g} s for your submission",
         }[self.bound]
+
+
+def _statement_numbers(statements: object, process: ChildProcess, index: int) -> bool:
+    """Whether ``statements`` is what the child may say it stopped in cell ``index``: a few
+    indices of its top-level statements (each at least a character of its source)."""
+    size = len(process.program.cells[index].source)
+    return (type(statements) is list and 0 < len(statements) <= MAX_STOPPED_STATEMENTS
+            and all(type(number) is int and 0 <= number < size for number in statements))
 
 
 def _package_names(packages: object) -> bool:

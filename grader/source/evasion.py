@@ -102,7 +102,13 @@ ATTRIBUTES = {
     "__code__": DYNAMIC_CODE, "__closure__": DYNAMIC_CODE,
     "__dict__": NAMESPACE_LOOKUP, "__globals__": NAMESPACE_LOOKUP, "__builtins__": NAMESPACE_LOOKUP,
     "__getattribute__": COMPUTED_ATTRIBUTE,
+    # IPython's exec (an exported notebook's %%time cells are expanded when the file is read).
+    "run_cell_magic": DYNAMIC_CODE,
 }
+# nn.Module's methods that say what a module holds: the grader asks a module through them, so a
+# module that defines its own may answer what it is not (a plain attribute listed as a buffer).
+MODULE_INTROSPECTION = frozenset({"named_buffers", "named_parameters", "named_modules", "register_buffer",
+                                  "register_parameter", "state_dict", "load_state_dict", "_apply"})
 # Python's built-in functions that hide what runs (getattr and friends: only with a computed name).
 BUILTINS = {
     "eval": DYNAMIC_CODE, "exec": DYNAMIC_CODE, "compile": DYNAMIC_CODE, "__import__": DYNAMIC_IMPORT,
@@ -146,6 +152,8 @@ def constructs(source: ParsedSource, statement: Statement) -> list[Construct]:
             _name(source, node, add)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in ATTRIBUTES:
             add(ATTRIBUTES[node.name], node, f"def {node.name}")
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in MODULE_INTROSPECTION:
+            add(TORCH_INTERNALS, node, f"def {node.name} (nn.Module's own, which the grader asks a module)")
         elif isinstance(node, ast.Call):
             _call(source, node, add)
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in source.inert_strings \

@@ -63,7 +63,7 @@ MUTANTS: dict[str, tuple[tuple[str, str], dict[str, tuple[float, str | None]]]] 
         {"scaled_dot_product_attention": (3, variants.MASK_INVERTED)}),
     "mask inverted, filled with -1e9": (
         ('scores.masked_fill(~mask, float("-inf"))', "scores.masked_fill(mask, -1e9)"),
-        {"scaled_dot_product_attention": (4, variants.MASK_INVERTED)}),
+        {"scaled_dot_product_attention": (3, variants.MASK_INVERTED)}),
     "mask applied after the softmax": (
         ('        scores = scores.masked_fill(~mask, float("-inf"))\n    weights = softmax(scores, dim=-1)',
          "        pass\n    weights = softmax(scores, dim=-1)\n"
