@@ -324,7 +324,7 @@ def test_a_cell_that_will_not_stop_at_its_limit_is_skipped_a_grace_later(session
     started = time.monotonic()
     session = session_for(deaf, "def fast():\n    return 1\n", limits=HANGS)
     assert session.call("fast") == 1
-    assert session.notes == [cells.skipped("cell 1", cells.ran_past(HANGS.cell_timeout_s))]
+    assert session.notes == [cells.skipped("cell 1", cells.would_not_stop(HANGS.cell_timeout_s))]
     assert time.monotonic() - started >= HANGS.cell_timeout_s + child_process.CELL_STOP_GRACE_S
 
 

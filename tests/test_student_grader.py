@@ -102,8 +102,8 @@ def test_a_notebook_runs_as_main_and_undefined_names_say_so_when_called(tmp_path
 def test_the_words_are_the_real_graders():
     # The sandbox's notes are composed from the same functions (grader.sandbox.child_process).
     source = Path(cells.__file__).parents[1].joinpath("sandbox", "child_process.py").read_text()
-    for function in ("cells.where", "cells.raised", "cells.ran_past", "cells.took_too_long", "cells.skipped",
-                     "cells.not_run_after", "cells.stopped", "cells.let_through"):
+    for function in ("cells.where", "cells.raised", "cells.took_too_long", "cells.skipped",
+                     "cells.not_run_after", "cells.stopped", "cells.let_through", "cells.would_not_stop"):
         assert function in source
 
 

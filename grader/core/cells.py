@@ -55,6 +55,11 @@ def ran_past(cell_timeout_s: float) -> str:
     return f"ran past the time limit of {cell_timeout_s:g} s"
 
 
+def would_not_stop(cell_timeout_s: float) -> str:
+    return (f"{ran_past(cell_timeout_s)} and did not stop when told to (an `except:` that catches everything "
+            "swallows the stop)")
+
+
 def took_too_long(load_timeout_s: float) -> str:
     return f"loading your code took longer than {load_timeout_s:g} s in total"
 
@@ -66,7 +71,7 @@ def let_through(where_: str, packages: list[str]) -> str:
 
 
 def stopped(where_: str, cell_timeout_s: float) -> str:
-    return f"{where_} ran past the time limit of {cell_timeout_s:g} s and was stopped there; what it defined stays"
+    return f"{where_} {ran_past(cell_timeout_s)} and was stopped there; what it defined stays"
 
 
 def exception_message(exc: BaseException) -> str:

@@ -488,7 +488,7 @@ class _Loading:
         limits = self.process.limits
         return {
             "start": f"did not start within {STARTUP_TIMEOUT_S:g} s (the grader's machine may be overloaded)",
-            "cell": cells.ran_past(limits.cell_timeout_s),
+            "cell": cells.would_not_stop(limits.cell_timeout_s),  # cells.run_cell stops the others
             "load": cells.took_too_long(limits.load_timeout_s),
             "budget": f"ran past the total time limit of {limits.student_time_s:g} s for your submission",
         }[self.bound]
