@@ -214,8 +214,8 @@ class CellRun:
     @property
     def later_errors(self) -> int | None:
         """How many of a module's statements after its first error raised too; None where the
-        cell ended at its first error."""
-        return len(self.errors) - 1 if self.went_on else None
+        cell ended at its first error (a notebook's, or a module's last statement's)."""
+        return len(self.errors) - 1 if self.errors and (self.went_on or self.stopped) else None
 
 
 def run_cell(namespace: dict, label: str, source: str, limit_s: float, *, module: bool = False,

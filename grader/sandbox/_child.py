@@ -266,12 +266,12 @@ def _run_cell(sock: socket.socket, index: int, cell: Cell, namespace: dict, limi
     run = run_cell(namespace, cell.label, cell.source, limit_s, module=module, skip=skip)
     if run.stood_in:
         protocol.send(sock, {"event": "cell_stand_ins", "index": index, "packages": run.stood_in})
-    if run.went_on:  # the module's statements after its first error ran: its end comes next
+    if run.later_errors is not None:  # a module that went on after its first error: its end comes next
         protocol.send(sock, {"event": "cell_error", "index": index, "went_on": run.later_errors,
                              **describe_exception(run.errors[0])})
     if run.stopped:
         protocol.send(sock, {"event": "cell_stopped", "index": index, "statements": run.stopped})
-    elif run.errors and not run.went_on:
+    elif run.errors and run.later_errors is None:
         protocol.send(sock, {"event": "cell_error", "index": index, **describe_exception(run.errors[0])})
     else:
         protocol.send(sock, {"event": "cell_done", "index": index})
