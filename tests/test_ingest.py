@@ -540,3 +540,12 @@ def test_notebook_without_cell_ids_is_read_without_warnings(tmp_path, recwarn):
     program = load_submission(path)
     assert [cell.source for cell in program.cells] == ["x = 1"]
     assert not [w for w in recwarn if "nbformat" in str(w.filename)]
+
+
+def test_an_exported_cell_magic_is_read_as_its_body_only_where_it_stands_alone(tmp_path):
+    path = tmp_path / "exported.py"
+    path.write_text("get_ipython().run_cell_magic('time', '', 'first = \\'é\\'\\n')  # a comment\n"
+                    "get_ipython().run_cell_magic('bash', '', 'ls\\n')\n"
+                    "x = 1; get_ipython().run_cell_magic('time', '', 'second = 2\\n')\n", encoding="utf-8")
+    (cell,) = load_submission(path).cells
+    assert cell.source == "first = 'é'\npass\nx = 1; get_ipython().run_cell_magic('time', '', 'second = 2\\n')\n"

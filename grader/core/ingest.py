@@ -197,7 +197,8 @@ def _exported_cell_magics_expanded(source: str) -> str:
                 and call.func.attr == "run_cell_magic" and isinstance(call.func.value, ast.Call)
                 and isinstance(call.func.value.func, ast.Name) and call.func.value.func.id == "get_ipython"
                 and len(call.args) == 3 and not call.keywords
-                and all(isinstance(arg, ast.Constant) and isinstance(arg.value, str) for arg in call.args)):
+                and all(isinstance(arg, ast.Constant) and isinstance(arg.value, str) for arg in call.args)
+                and _alone_on_its_lines(node, lines)):
             continue
         magic, _, body = (arg.value for arg in call.args)
         if magic in PYTHON_CELL_MAGICS and syntax_error(body) is None:
@@ -205,6 +206,13 @@ def _exported_cell_magics_expanded(source: str) -> str:
         elif magic not in PYTHON_CELL_MAGICS:
             lines[node.lineno - 1:node.end_lineno] = ["pass\n"]
     return "".join(lines)
+
+
+def _alone_on_its_lines(node: ast.stmt, lines: list[str]) -> bool:
+    """Whether ``node`` shares none of its lines with another statement (``x = 1; ...``), so that
+    replacing them replaces it alone. Its end column counts UTF-8 bytes."""
+    after = lines[node.end_lineno - 1].encode("utf-8")[node.end_col_offset:].decode("utf-8", "replace").strip()
+    return node.col_offset == 0 and (not after or after.startswith("#"))
 
 
 def syntax_error(source: str) -> str | None:

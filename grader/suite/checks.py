@@ -395,12 +395,12 @@ def buffer_of(module: Remote, name: str) -> tuple[Any, Callable[[torch.Tensor], 
         return state[name], lambda value: module.method("load_state_dict", {**state, name: value})
     try:
         value = module.attr(name)
-        if not isinstance(value, torch.Tensor):
-            return None, lambda value: None
-        module.method("register_buffer", name, value, False)
+        if isinstance(value, torch.Tensor):
+            module.method("register_buffer", name, value, False)
+            return value, lambda value: module.method("register_buffer", name, value, False)
     except StudentException:
-        return None, lambda value: None
-    return value, lambda value: module.method("register_buffer", name, value, False)
+        pass
+    return None, lambda value: None
 
 
 def expect_computes_with(what: str, module: Any, reference: torch.nn.Module, forward: Callable[[], Any], *,
